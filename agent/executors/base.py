@@ -1,0 +1,70 @@
+"""The executor interface: one small protocol, one module per way of running.
+
+An executor turns a validated call into an :class:`Outcome`. It never
+rewords what the tool produced (the I/O-channel principle): stdout and
+stderr are bytes as they came, the exit code is the real one, and a timeout,
+a cut or a cancellation is stated, never hidden.
+
+Rules every executor keeps:
+
+* ``deadline`` is an absolute ``time.monotonic()`` instant, already the
+  smaller of the tool's ``timeout_ms`` and the caller's gRPC deadline. When
+  it passes, the executor stops the work (a process: its whole process
+  group is killed) and returns ``timed_out=True`` with the output so far.
+* Cancellation (the caller went away): the executor stops the work the same
+  way, then lets ``asyncio.CancelledError`` propagate.
+* Without a ``sink`` (Call), at most ``max_output_bytes`` of stdout and of
+  stderr each are kept; the rest is read and dropped (the process never
+  blocks on a full pipe) and ``truncated=True``.
+* With a ``sink`` (StreamCall), every chunk is awaited into the sink as it
+  arrives, which is the flow control: a slow reader slows the reading, so
+  nothing buffers without bound. Nothing is capped; ``streamed_*`` count
+  the bytes sent.
+* A failure of the tool is ``ok=False`` with its real stderr and exit code;
+  ``error`` says in words what happened. Executors raise only for bugs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Awaitable, Callable, Protocol
+
+from bitong.v1.agent_pb2 import ToolDef
+
+__all__ = ["STDOUT", "STDERR", "Outcome", "Sink", "Executor"]
+
+STDOUT = 1  # = bitong.v1.OutputChunk.STDOUT
+STDERR = 2  # = bitong.v1.OutputChunk.STDERR
+
+Sink = Callable[[int, bytes], Awaitable[None]]
+"""``await sink(stream, data)``: deliver one chunk; returns when it is taken."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What happened, as it happened."""
+
+    ok: bool
+    stdout: bytes = b""
+    stderr: bytes = b""
+    error: str = ""
+    exit_code: int = 0
+    signal: int = 0
+    duration_ms: int = 0
+    timed_out: bool = False
+    truncated: bool = False
+    cancelled: bool = False
+    attempts: int = 1
+    streamed_stdout_bytes: int = 0
+    streamed_stderr_bytes: int = 0
+
+
+class Executor(Protocol):
+    """How one kind of tool runs (``executor:`` in TOOL.hdlp)."""
+
+    name: str
+
+    async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
+                  sink: Sink | None = None) -> Outcome:
+        """Run ``tool`` with already validated ``params``; see the module docstring."""
+        ...

@@ -1,0 +1,370 @@
+"""Parsed values to a checked ``ToolDef``: the format's rules, with positions.
+
+Everything the spec requires is checked here, defaults are applied here, and
+every error points at the line and column of the value at fault.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import hashlib
+import re
+from typing import Any, Callable
+
+from bitong.v1 import agent_pb2 as pb
+from google.protobuf import struct_pb2
+
+from .errors import ParseError
+from .nodes import Node
+
+__all__ = [
+    "DEFAULT_TIMEOUT_MS", "DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_VERSION",
+    "EXECUTORS", "PARAM_TYPES", "NORMALIZERS", "build", "placeholders",
+]
+
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_MAX_OUTPUT_BYTES = 65_536
+DEFAULT_VERSION = "0.1.0"
+EXECUTORS = ("shell", "gatekeeper", "hlpd-api", "git-forgejo", "python", "http")
+PARAM_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+NORMALIZERS = ("trim", "lower", "upper", "path", "duration_minutes", "duration_days", "boolean")
+
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_SEMVER_RE = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
+)
+_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
+            "constraints", "author", "created", "why")
+OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint")
+_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm")
+_PERMISSION_FLAGS = ("fs_read", "fs_write", "exec", "network", "secret")
+_PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths")
+_PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize")
+_KIND_WORDS = {
+    "str": "a quoted string", "text": "text", "int": "an integer", "float": "a decimal",
+    "bool": "true or false", "map": "a map", "list": "a list", "block": "block text", "null": "nothing",
+}
+
+
+class _Ctx:
+    """The file being built: its path, for errors."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, node: Any, message: str) -> ParseError:
+        return ParseError(self.path, node.line, node.column, message)
+
+
+def _is_extension(key: str) -> bool:
+    return key.startswith("x-") or key.startswith("x_")
+
+
+def _entries(ctx: _Ctx, node: Node, where: str, allowed: tuple[str, ...] | None) -> dict[str, tuple[Any, Node]]:
+    """A map node as {key: (key_token, value)}, refusing repeats and unknown keys."""
+    if node.kind != "map":
+        raise ctx.fail(node, f"{where} must be a map, found {_KIND_WORDS[node.kind]}")
+    out: dict[str, tuple[Any, Node]] = {}
+    for key, value in node.value:
+        name = key.value
+        if name in out:
+            first = out[name][0]
+            raise ParseError(ctx.path, key.line, key.column,
+                             f"duplicate key '{name}' in {where} (first at line {first.line})")
+        if allowed is not None and name not in allowed and not _is_extension(name):
+            hint = difflib.get_close_matches(name, allowed, n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
+            raise ParseError(ctx.path, key.line, key.column, f"unknown key '{name}' in {where}{extra}")
+        out[name] = (key, value)
+    return out
+
+
+def _text(ctx: _Ctx, node: Node, what: str, *, empty_ok: bool = False) -> str:
+    """A field that holds text: any scalar, kept as written (``1.10`` stays "1.10")."""
+    if node.kind in ("str", "text", "block", "int", "float", "bool"):
+        value = node.raw if node.kind != "block" else node.value
+        if not empty_ok and not value.strip():
+            raise ctx.fail(node, f"{what} must not be empty")
+        return value
+    if node.kind == "null":
+        if empty_ok:
+            return ""
+        raise ctx.fail(node, f"{what} must not be empty")
+    raise ctx.fail(node, f"{what} must be text, found {_KIND_WORDS[node.kind]}")
+
+
+def _int(ctx: _Ctx, node: Node, what: str, *, minimum: int) -> int:
+    if node.kind != "int":
+        raise ctx.fail(node, f"{what} must be an integer, found {_KIND_WORDS[node.kind]}")
+    if node.value < minimum:
+        raise ctx.fail(node, f"{what} must be at least {minimum}, found {node.value}")
+    return node.value
+
+
+def _bool(ctx: _Ctx, node: Node, what: str) -> bool:
+    if node.kind != "bool":
+        raise ctx.fail(node, f"{what} must be true or false, found {_KIND_WORDS[node.kind]} {node.raw!r}".rstrip())
+    return node.value
+
+
+def _text_list(ctx: _Ctx, node: Node, what: str, *, lines: bool = False) -> list[str]:
+    """A list of text; a single scalar is a one-item list; block text gives its lines."""
+    if node.kind == "list":
+        return [_text(ctx, item, f"each item of {what}") for item in node.value]
+    if node.kind == "null":
+        return []
+    if node.kind == "block" and lines:
+        return [ln.strip() for ln in node.value.split("\n") if ln.strip()]
+    if node.kind == "map":
+        raise ctx.fail(node, f"{what} must be a list or text, found a map")
+    return [_text(ctx, node, what)]
+
+
+def _plain(node: Node) -> Any:
+    """A node as plain Python data (for defaults and enums)."""
+    if node.kind == "map":
+        return {k.value: _plain(v) for k, v in node.value}
+    if node.kind == "list":
+        return [_plain(v) for v in node.value]
+    if node.kind == "block":
+        return node.value
+    return node.value
+
+
+def _to_value(data: Any) -> struct_pb2.Value:
+    value = struct_pb2.Value()
+    if data is None:
+        value.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(data, bool):
+        value.bool_value = data
+    elif isinstance(data, (int, float)):
+        value.number_value = data
+    elif isinstance(data, str):
+        value.string_value = data
+    elif isinstance(data, dict):
+        value.struct_value.update(data)
+    else:
+        value.list_value.extend(data)
+    return value
+
+
+def _fits(ptype: str, node: Node) -> bool:
+    """Does a literal in the file fit a parameter type?"""
+    kind = node.kind
+    if ptype == "string":
+        return kind in ("str", "text", "block")
+    if ptype == "integer":
+        return kind == "int"
+    if ptype == "number":
+        return kind in ("int", "float")
+    if ptype == "boolean":
+        return kind == "bool"
+    if ptype == "array":
+        return kind == "list"
+    return kind == "map"
+
+
+def _param(ctx: _Ctx, name: str, node: Node, spec: pb.ParamSpec) -> None:
+    where = f"parameter '{name}'"
+    fields = _entries(ctx, node, where, _PARAM_KEYS)
+    if "type" not in fields:
+        raise ctx.fail(node, f"{where} needs a type (one of: {', '.join(PARAM_TYPES)})")
+    type_node = fields["type"][1]
+    ptype = _text(ctx, type_node, f"the type of {where}")
+    if ptype not in PARAM_TYPES:
+        raise ctx.fail(type_node, f"unknown type '{ptype}' for {where}; expected one of: {', '.join(PARAM_TYPES)}")
+    spec.type = ptype
+    if "required" in fields:
+        spec.required = _bool(ctx, fields["required"][1], f"required of {where}")
+    if "description" in fields:
+        spec.description = _text(ctx, fields["description"][1], f"description of {where}", empty_ok=True)
+    for bound in ("min", "max"):
+        if bound in fields:
+            bnode = fields[bound][1]
+            if bnode.kind not in ("int", "float"):
+                raise ctx.fail(bnode, f"{bound} of {where} must be a number, found {_KIND_WORDS[bnode.kind]}")
+            if ptype in ("boolean", "object"):
+                raise ctx.fail(bnode, f"{bound} does not apply to a {ptype} parameter ({where})")
+            setattr(spec, bound, float(bnode.value))
+    if spec.HasField("min") and spec.HasField("max") and spec.min > spec.max:
+        raise ctx.fail(fields["max"][1], f"max of {where} is below its min")
+    if "pattern" in fields:
+        pnode = fields["pattern"][1]
+        pattern = _text(ctx, pnode, f"pattern of {where}")
+        if ptype != "string":
+            raise ctx.fail(pnode, f"pattern applies only to a string parameter ({where} is {ptype})")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ctx.fail(pnode, f"pattern of {where} is not a valid regular expression: {exc}") from None
+        spec.pattern = pattern
+    if "normalize" in fields:
+        nnode = fields["normalize"][1]
+        rules = _text_list(ctx, nnode, f"normalize of {where}")
+        for rule in rules:
+            if rule not in NORMALIZERS:
+                raise ctx.fail(nnode, f"unknown normalize rule '{rule}' for {where}; expected any of: {', '.join(NORMALIZERS)}")
+        spec.normalize.extend(rules)
+    if "enum" in fields:
+        enode = fields["enum"][1]
+        if enode.kind != "list" or not enode.value:
+            raise ctx.fail(enode, f"enum of {where} must be a non-empty list")
+        for item in enode.value:
+            if not _fits(ptype, item):
+                raise ctx.fail(item, f"enum value {item.raw!r} of {where} is not a {ptype}")
+            spec.enum.append(_to_value(_plain(item)))
+    if "default" in fields:
+        dnode = fields["default"][1]
+        if dnode.kind != "null":
+            if not _fits(ptype, dnode):
+                raise ctx.fail(dnode, f"default of {where} is {_KIND_WORDS[dnode.kind]}, not a {ptype}")
+            default = _plain(dnode)
+            if spec.enum and default not in [_plain(e) for e in fields["enum"][1].value]:
+                raise ctx.fail(dnode, f"default of {where} is not one of its enum values")
+            spec.default.CopyFrom(_to_value(default))
+
+
+def placeholders(command: str) -> list[tuple[str, int]]:
+    """The ``{param}`` names of an argv template with their offsets; ``{{``/``}}`` are literal braces.
+
+    Raises ValueError(offset, message) style errors through ``ValueError`` args.
+    """
+    found: list[tuple[str, int]] = []
+    for m in _PLACEHOLDER_RE.finditer(command):
+        tok = m.group(0)
+        if tok in ("{{", "}}"):
+            continue
+        if tok in ("{", "}"):
+            raise ValueError(m.start(), f"unmatched '{tok}' in command (write '{tok}{tok}' for a literal brace)")
+        name = m.group(1).strip()
+        if not name:
+            raise ValueError(m.start(), "empty '{}' in command")
+        found.append((name, m.start()))
+    return found
+
+
+def _command(ctx: _Ctx, node: Node, params: pb.ToolDef) -> str:
+    command = _text(ctx, node, "command")
+    try:
+        names = placeholders(command)
+    except ValueError as exc:
+        offset, message = exc.args
+        raise ParseError(ctx.path, node.line, node.column + offset, message) from None
+    for name, offset in names:
+        if name not in params.params_schema:
+            raise ParseError(ctx.path, node.line, node.column + offset,
+                             f"command uses {{{name}}}, which params_schema does not declare")
+    return command
+
+
+def _non_goals(ctx: _Ctx, node: Node) -> list[str]:
+    if node.kind == "block":
+        return _text_list(ctx, node, "non_goals", lines=True)
+    return _text_list(ctx, node, "non_goals")
+
+
+def build(header: Any, root: Node, path: str, source: bytes | str, folder: str | None = None) -> pb.ToolDef:
+    """Check the parsed file against the format and return its ToolDef.
+
+    ``folder``, when given, is the name of the folder holding the file, which
+    must equal the tool's name.
+    """
+    ctx = _Ctx(path)
+    fields = _entries(ctx, root, "the tool definition", REQUIRED + OPTIONAL)
+    missing = [k for k in REQUIRED if k not in fields]
+    if missing:
+        raise ParseError(path, 1, 1, f"missing required field{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+    tool = pb.ToolDef()
+    get: Callable[[str], Node] = lambda k: fields[k][1]  # noqa: E731
+
+    name_node = get("name")
+    name = _text(ctx, name_node, "name")
+    if not _NAME_RE.fullmatch(name):
+        raise ctx.fail(name_node, f"name '{name}' must match ^[a-z0-9][a-z0-9_-]{{0,63}}$ (lowercase, no spaces)")
+    if folder is not None and folder != name:
+        raise ctx.fail(name_node, f"name '{name}' does not match its folder '{folder}' (the folder must be named after the tool)")
+    tool.name = name
+    tool.display = _text(ctx, get("display"), "display")
+    tool.intent = _text(ctx, get("intent"), "intent")
+    tool.method = _text(ctx, get("method"), "method")
+    ex_node = get("executor")
+    executor = _text(ctx, ex_node, "executor")
+    if executor not in EXECUTORS:
+        raise ctx.fail(ex_node, f"unknown executor '{executor}'; expected one of: {', '.join(EXECUTORS)}")
+    tool.executor = executor
+    tool.author = _text(ctx, get("author"), "author")
+    created_node = get("created")
+    created = _text(ctx, created_node, "created")
+    if not _DATE_RE.fullmatch(created):
+        raise ctx.fail(created_node, f"created must be a date YYYY-MM-DD, found '{created}'")
+    try:
+        datetime.date.fromisoformat(created)
+    except ValueError:
+        raise ctx.fail(created_node, f"created is not a real date: '{created}'") from None
+    tool.created = created
+    tool.why = _text(ctx, get("why"), "why")
+
+    schema_node = get("params_schema")
+    if schema_node.kind == "null":
+        raise ctx.fail(schema_node, "params_schema must be a map (write {} for a tool without parameters)")
+    for pname, (key, pnode) in _entries(ctx, schema_node, "params_schema", None).items():
+        _param(ctx, pname, pnode, tool.params_schema[pname])
+        tool.param_order.append(pname)
+
+    constraints = tool.constraints
+    constraints.timeout_ms = DEFAULT_TIMEOUT_MS
+    constraints.max_output_bytes = DEFAULT_MAX_OUTPUT_BYTES
+    cnode = get("constraints")
+    if cnode.kind != "null":
+        cfields = _entries(ctx, cnode, "constraints", _CONSTRAINT_KEYS)
+        if "timeout_ms" in cfields:
+            constraints.timeout_ms = _int(ctx, cfields["timeout_ms"][1], "timeout_ms", minimum=1)
+        if "max_output_bytes" in cfields:
+            constraints.max_output_bytes = _int(ctx, cfields["max_output_bytes"][1], "max_output_bytes", minimum=1)
+        if "require_confirm" in cfields:
+            constraints.require_confirm = _bool(ctx, cfields["require_confirm"][1], "require_confirm")
+
+    tool.version = DEFAULT_VERSION
+    if "version" in fields:
+        vnode = get("version")
+        version = _text(ctx, vnode, "version")
+        if not _SEMVER_RE.fullmatch(version):
+            raise ctx.fail(vnode, f"version must be a semantic version such as 1.2.0, found '{version}'")
+        tool.version = version
+    if "trigger_keywords" in fields:
+        tool.trigger_keywords.extend(_text_list(ctx, get("trigger_keywords"), "trigger_keywords"))
+    if "non_goals" in fields:
+        tool.non_goals.extend(_non_goals(ctx, get("non_goals")))
+    perms = tool.permissions
+    if "permissions" in fields and get("permissions").kind != "null":
+        pfields = _entries(ctx, get("permissions"), "permissions", _PERMISSION_FLAGS + _PERMISSION_LISTS)
+        for flag in _PERMISSION_FLAGS:
+            if flag in pfields:
+                setattr(perms, flag, _bool(ctx, pfields[flag][1], f"permissions.{flag}"))
+        for lst in _PERMISSION_LISTS:
+            if lst in pfields:
+                getattr(perms, lst).extend(_text_list(ctx, pfields[lst][1], f"permissions.{lst}"))
+    if "retry" in fields:
+        tool.retry = _int(ctx, get("retry"), "retry", minimum=0)
+    if "endpoint" in fields:
+        tool.endpoint = _text(ctx, get("endpoint"), "endpoint")
+    if "command" in fields:
+        cnode = get("command")
+        if executor != "shell":
+            raise ctx.fail(fields["command"][0], f"command is only for executor: shell (this tool uses {executor})")
+        tool.command = _command(ctx, cnode, tool)
+    elif executor == "shell":
+        raise ctx.fail(ex_node, "executor: shell needs a command (an argv template such as: ls -l {path})")
+    if header is not None:
+        tool.address = header.value
+    tool.source_path = path
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    tool.content_sha256 = hashlib.sha256(data).hexdigest()
+    return tool

@@ -1,0 +1,68 @@
+"""Build steps that pyproject.toml cannot say: protobuf codegen and Cython.
+
+* ``proto/bitong/v1/*.proto`` -> ``bitong/v1/*_pb2*.py`` with grpcio-tools,
+  at build time, every build (generated code is never committed).
+* ``parser/_speedups.pyx`` -> the compiled twin of the parser, unless
+  ``BITONG_PURE=1`` is set; ``BITONG_CYTHON_ANNOTATE=1`` writes the HTML
+  annotation next to it for profiling.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+ROOT = Path(__file__).resolve().parent
+PROTO_ROOT = ROOT / "proto"
+PURE = os.environ.get("BITONG_PURE", "").strip() not in ("", "0")
+
+
+def generate_protos() -> None:
+    """Run protoc (from grpcio-tools) over proto/ into the bitong package."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    well_known = str(Path(grpc_tools.__file__).parent / "_proto")
+    args = ["grpc_tools.protoc", f"-I{PROTO_ROOT}", f"-I{well_known}",
+            f"--python_out={ROOT}", f"--pyi_out={ROOT}", f"--grpc_python_out={ROOT}", *protos]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed on " + " ".join(protos))
+    for proto in protos:
+        pkg = ROOT / Path(proto).parent
+        while pkg != ROOT:
+            init = pkg / "__init__.py"
+            if not init.exists():
+                init.write_text('"""Generated from proto/ at build time; do not edit."""\n')
+            pkg = pkg.parent
+
+
+def extensions() -> list[Extension]:
+    if PURE:
+        return []
+    from Cython.Build import cythonize
+
+    return cythonize(
+        [Extension("parser._speedups", ["parser/_speedups.pyx"])],
+        compiler_directives={"language_level": "3", "boundscheck": False},
+        annotate=os.environ.get("BITONG_CYTHON_ANNOTATE") == "1",
+    )
+
+
+# Every setuptools entry point (egg_info, build_py, editable) needs bitong/v1 to
+# exist before it looks at the package list, so generate first, every time.
+generate_protos()
+
+setup(
+    packages=["bitong", "bitong.v1", "bitong.tools", "agent", "agent.executors", "parser"],
+    package_dir={"bitong.tools": "tools"},
+    package_data={
+        "parser": ["hdlp.lark", "*.pyx"],
+        "bitong.v1": ["*.pyi"],
+        "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
+    },
+    ext_modules=extensions(),
+    zip_safe=False,
+)
