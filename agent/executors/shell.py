@@ -1,0 +1,566 @@
+"""The ``shell`` executor: run ``tool.command`` as an argv, never through a shell.
+
+The template
+    ``command: git -C {repo} log --oneline -n {n}``
+is split with :func:`shlex.split` (POSIX rules: quotes group words, so
+``"--format={fmt} x"`` is one token), then every ``{param}`` inside a token
+is replaced by that parameter's value; ``{{`` and ``}}`` are literal braces.
+A value always lands inside exactly one argument: it is never split and
+never seen by a shell, so ``; rm -rf /`` or ``$(id)`` are just text. (The
+bundled ``shell-exec`` tool is ``/bin/sh -c {cmd}``: running a shell is that
+tool's choice, not this executor's.)
+
+Rendering a value into its token:
+
+* an optional parameter that is absent (no value, no default): the whole
+  token holding it is dropped, so ``--limit={n}`` disappears; give a flag
+  and its value one token (``--limit={n}``) or give the parameter a default;
+* text as is; booleans ``true``/``false``; numbers in their shortest form,
+  20 not 20.0 and 1.5 as 1.5; arrays and objects as compact JSON text.
+
+The process:
+
+* spawned with :class:`subprocess.Popen` (vfork/posix_spawn), never the
+  loop's own subprocess transport: under uvloop that forks without vfork
+  and costs milliseconds more per spawn, growing with the server's memory;
+* in a new session (``start_new_session``), so the tool and everything it
+  starts is one process group; the group is killed (SIGKILL) at the
+  deadline, on cancellation, and when the tool's first process exits, so
+  nothing a tool starts outlives its call;
+* stdin is ``/dev/null``; stdout and stderr are pipes read by the running
+  event loop (``add_reader`` on non-blocking fds, so it works the same on
+  uvloop and on the default loop); the exit is seen through a pidfd on the
+  same loop (a waiting thread where pidfds do not exist), never a blocking
+  wait;
+* working directory: the tool's own ``runtime/`` folder beside its
+  TOOL.hdlp, created on demand (seed 002 §4.3: a tool's scratch files stay
+  in its folder and two tools never share one). A tool parsed from text
+  without a file gets ``$TMPDIR/bitong-runtime/<name>/runtime``;
+* environment: only :data:`ENV_PASSTHROUGH` from the server's (PATH, HOME,
+  locale, TZ, TMPDIR, USER...), never its tokens; plus ``BITONG_TOOL`` and
+  ``BITONG_TOOL_DIR``; LANG defaults to C.UTF-8.
+
+Results (see base.py for the shared rules): exit status 0 is ``ok``; any
+other is ``ok=False`` with ``error`` "exit status N"; a signal gives
+``exit_code = -signum`` and ``signal``. A command that cannot be started
+answers ``ok=False`` without raising, with ``exit_code`` 127 when the program
+is not found and 126 for any other refusal (not executable, a bad template,
+a NUL byte in an argument), as a POSIX shell does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import functools
+import json
+import math
+import os
+import re
+import shlex
+import signal as signals
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any, Mapping, Sequence
+
+from bitong.v1.agent_pb2 import ToolDef
+
+from .base import STDERR, STDOUT, Outcome, Sink
+
+__all__ = ["ShellExecutor", "TemplateError", "render_argv", "check_command", "runtime_dir", "child_env",
+           "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
+
+EXIT_NOT_FOUND = 127
+EXIT_CANNOT_RUN = 126
+
+ENV_PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
+                   "TZ", "TMPDIR")
+"""The only variables a tool sees from the server's environment (which may hold tokens)."""
+
+DEFAULT_MAX_OUTPUT = 65536
+_READ_SIZE = 256 * 1024
+_REAP_GRACE_S = 5.0
+# The same rule as parser/build.py's _PLACEHOLDER_RE, which checks the names at
+# load time: {name} (spaces inside ignored) is a parameter, {{ and }} are
+# literal braces, any other brace is literal text. A test keeps them in step.
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{[ \t]*([A-Za-z0-9_-]+)[ \t]*\}")
+
+
+class TemplateError(ValueError):
+    """``tool.command`` cannot be rendered: a definition problem, not the caller's."""
+
+
+# ---------------------------------------------------------------- the template
+
+
+@functools.lru_cache(maxsize=1024)
+def _tokens(command: str) -> tuple[tuple[str | tuple[str], ...], ...]:
+    """Split the template into tokens, each literal text and ``(param,)`` holes; cached per template."""
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError as exc:  # e.g. "No closing quotation"
+        raise TemplateError(f"command {command!r} cannot be split: {exc}") from None
+    out: list[tuple[str | tuple[str], ...]] = []
+    for word in words:
+        parts: list[str | tuple[str]] = []
+        pos = 0
+        for m in _PLACEHOLDER.finditer(word):
+            parts.append(word[pos:m.start()])
+            text = m.group()
+            if m.group(1):
+                parts.append((m.group(1),))
+            else:
+                parts.append(text[0])   # {{ or }}
+            pos = m.end()
+        parts.append(word[pos:])
+        out.append(tuple(p for p in parts if p != ""))
+    return tuple(out)
+
+
+def check_command(tool: ToolDef) -> list[str]:
+    """Problems with ``tool.command`` (for lint): unsplittable quoting, unknown params."""
+    if not tool.command.strip():
+        return ["executor shell needs a command: (an argv template such as `git log -n {n}`)"]
+    try:
+        tokens = _tokens(tool.command)
+    except TemplateError as exc:
+        return [str(exc)]
+    problems = []
+    for token in tokens:
+        for part in token:
+            if isinstance(part, tuple) and part[0] not in tool.params_schema:
+                problems.append(f"command names {{{part[0]}}}, which is not in params_schema")
+    return problems
+
+
+def _render_value(value: Any) -> str:
+    """One parameter value as argument text (see the module docstring)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def render_argv(tool: ToolDef, params: dict[str, Any]) -> list[str]:
+    """The argv for one call; raises :class:`TemplateError` for a broken template."""
+    if not tool.command.strip():
+        raise TemplateError("executor shell needs a command: (an argv template) and this tool has none")
+    argv: list[str] = []
+    for token in _tokens(tool.command):
+        pieces: list[str] = []
+        for part in token:
+            if isinstance(part, tuple):
+                name = part[0]
+                if name not in tool.params_schema:
+                    raise TemplateError(f"command names {{{name}}}, which is not in params_schema")
+                value = params.get(name)
+                if value is None:
+                    break  # absent optional parameter: drop this whole token
+                pieces.append(_render_value(value))
+            else:
+                pieces.append(part)
+        else:
+            argv.append("".join(pieces))
+    if not argv:
+        raise TemplateError("command rendered to nothing (every token held an absent parameter)")
+    return argv
+
+
+# ---------------------------------------------------------------- the environment
+
+
+def runtime_dir(tool: ToolDef) -> str:
+    """The tool's own ``runtime/`` folder (created by the caller of this, on demand)."""
+    src = tool.source_path
+    if src and not src.startswith("<"):
+        return os.path.join(os.path.dirname(os.path.abspath(src)), "runtime")
+    return os.path.join(tempfile.gettempdir(), "bitong-runtime", tool.name or "unnamed", "runtime")
+
+
+def child_env(tool: ToolDef, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The minimal environment a tool runs with.
+
+    ``base`` defaults to the server's environment as it was at the first call
+    (read once: a server's environment does not change, and reading
+    ``os.environ`` costs more than the rest of a call's setup).
+    """
+    env = dict(_server_env() if base is None else _passthrough(base))
+    env["BITONG_TOOL"] = tool.name
+    env["BITONG_TOOL_DIR"] = os.path.dirname(runtime_dir(tool))
+    return env
+
+
+def _passthrough(src: Mapping[str, str]) -> dict[str, str]:
+    env = {k: src[k] for k in ENV_PASSTHROUGH if k in src}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def _server_env() -> dict[str, str]:
+    return _passthrough(os.environ)
+
+
+# ---------------------------------------------------------------- running
+
+
+class _Pipe:
+    """One output pipe: its fd, what was kept, and where reading stands."""
+
+    __slots__ = ("fd", "kind", "buf", "cap", "seen", "sent", "eof", "reading")
+
+    def __init__(self, fd: int, kind: int, cap: int) -> None:
+        self.fd = fd
+        self.kind = kind
+        self.buf = bytearray()
+        self.cap = cap
+        self.seen = 0      # bytes read from the pipe
+        self.sent = 0      # bytes the sink has taken
+        self.eof = False
+        self.reading = False
+
+
+class _Run:
+    """One child process and its pipes, driven by callbacks on the running loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes], out_fd: int, err_fd: int,
+                 cap: int, sink: Sink | None, use_pidfd: bool) -> None:
+        self.loop = loop
+        self.proc = proc
+        self.pid = proc.pid
+        self.sink = sink
+        self.out = _Pipe(out_fd, STDOUT, cap)
+        self.err = _Pipe(err_fd, STDERR, cap)
+        self.status: int | None = None     # exit code as Popen reports it (negative: signal)
+        self.killed = False                # the group got SIGKILL from us
+        self.pending: collections.deque[tuple[_Pipe, bytes]] = collections.deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.pidfd = -1
+        self.exited = loop.create_future()
+        for pipe in (self.out, self.err):
+            self._resume(pipe)
+        if use_pidfd:
+            try:
+                self.pidfd = os.pidfd_open(self.pid)
+            except OSError:
+                self.pidfd = -1
+        if self.pidfd >= 0:
+            loop.add_reader(self.pidfd, self._on_exit)
+        else:
+            threading.Thread(target=self._wait_thread, name=f"bitong-wait-{self.pid}", daemon=True).start()
+
+    # -- callbacks (run on the loop) --
+
+    def _resume(self, pipe: _Pipe) -> None:
+        if not pipe.eof and not pipe.reading:
+            self.loop.add_reader(pipe.fd, self._on_readable, pipe)
+            pipe.reading = True
+
+    def _pause(self, pipe: _Pipe) -> None:
+        if pipe.reading:
+            self.loop.remove_reader(pipe.fd)
+            pipe.reading = False
+
+    def _on_readable(self, pipe: _Pipe) -> None:
+        try:
+            data = os.read(pipe.fd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._pause(pipe)
+            pipe.eof = True
+            self._wake()
+            return
+        pipe.seen += len(data)
+        if self.sink is None:
+            room = pipe.cap - len(pipe.buf)
+            if room > 0:
+                pipe.buf += data[:room]
+        else:
+            # Flow control: one chunk in flight per pipe. Reading resumes only
+            # after the sink took it, so a slow sink leaves the rest in the
+            # pipe, and the tool blocks on write, as it would on a slow terminal.
+            self._pause(pipe)
+            self.pending.append((pipe, data))
+            self._wake()
+
+    def _on_exit(self) -> None:
+        """The pidfd is readable: the first process is a zombie (its pid still reserved)."""
+        self.loop.remove_reader(self.pidfd)
+        self._exited_now()
+
+    def _wait_thread(self) -> None:
+        """Where there is no pidfd: wait in a thread without reaping, then finish on the loop."""
+        try:
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        try:
+            self.loop.call_soon_threadsafe(self._exited_now)
+        except RuntimeError:  # the loop is gone: reap here so no zombie is left
+            self._reap()
+
+    def _exited_now(self) -> None:
+        # Kill what the tool left behind before reaping: while the zombie
+        # exists its pid, and so its process group id, cannot be reused.
+        self.kill()
+        self._reap()
+        if not self.exited.done():
+            self.exited.set_result(None)
+        self._wake()
+
+    def _reap(self) -> None:
+        if self.status is not None:
+            return
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid:
+            self.status = os.waitstatus_to_exitcode(status)
+            self.proc.returncode = self.status  # Popen must not wait for it again
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    # -- control --
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the pgid is the first process's pid)."""
+        if self.status is not None:
+            return  # reaped: the id may belong to someone else now
+        try:
+            os.killpg(self.pid, signals.SIGKILL)
+            self.killed = True
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @property
+    def finished(self) -> bool:
+        return self.exited.done() and self.out.eof and self.err.eof and not self.pending
+
+    async def wait(self) -> None:
+        """Deliver chunks to the sink in order, until the process exited and both pipes closed."""
+        while not self.finished:
+            if self.pending:
+                pipe, data = self.pending.popleft()
+                assert self.sink is not None
+                await self.sink(pipe.kind, data)
+                pipe.sent += len(data)
+                self._resume(pipe)
+                continue
+            self.waiter = self.loop.create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+
+    def drain(self) -> None:
+        """After a kill: take what is already in the pipes, without waiting for more."""
+        for pipe in (self.out, self.err):
+            if pipe.eof or self.sink is not None:
+                continue
+            for _ in range(64):  # bounded: a writer outside the group could keep writing
+                try:
+                    data = os.read(pipe.fd, _READ_SIZE)
+                except OSError:
+                    break
+                if not data:
+                    break
+                pipe.seen += len(data)
+                room = pipe.cap - len(pipe.buf)
+                if room > 0:
+                    pipe.buf += data[:room]
+
+    def close(self) -> None:
+        """Stop watching and close the pipes; a still-running child is reaped later, in the background."""
+        for pipe in (self.out, self.err):
+            self._pause(pipe)
+            if pipe.fd >= 0:
+                os.close(pipe.fd)
+                pipe.fd = -1
+        self.pending.clear()
+        if self.status is None and not self.exited.done():
+            # Killed but not yet seen to exit (cancellation): the pidfd
+            # reader or the wait thread still reaps it; then the pidfd closes.
+            self.exited.add_done_callback(lambda _f: self._close_pidfd())
+        else:
+            self._close_pidfd()
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd >= 0:
+            try:
+                self.loop.remove_reader(self.pidfd)
+            except (ValueError, RuntimeError):
+                pass
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+class ShellExecutor:
+    """``executor: shell``. Stateless; one instance serves every call."""
+
+    name = "shell"
+
+    def __init__(self, *, use_pidfd: bool | None = None) -> None:
+        # None: use a pidfd where the OS has one (Linux 5.3+), else a waiting thread.
+        self.use_pidfd = hasattr(os, "pidfd_open") if use_pidfd is None else use_pidfd
+
+    async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
+                  sink: Sink | None = None) -> Outcome:
+        """Run one call; see the module docstring and base.py. Raises only CancelledError (and the sink's errors)."""
+        started = time.monotonic()
+        try:
+            argv = render_argv(tool, params)
+        except TemplateError as exc:
+            return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
+        if deadline <= started:
+            return Outcome(ok=False, timed_out=True,
+                           error="timed out before start: the deadline had already passed; nothing ran")
+        cwd = runtime_dir(tool)
+        cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
+        loop = asyncio.get_running_loop()
+        env = child_env(tool)
+        try:
+            if cwd not in _made_dirs:
+                os.makedirs(cwd, exist_ok=True)
+                _made_dirs.add(cwd)
+            try:
+                proc, out_fd, err_fd = _spawn(argv, cwd, env)
+            except FileNotFoundError as exc:
+                if exc.filename != cwd:
+                    raise
+                os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
+                proc, out_fd, err_fd = _spawn(argv, cwd, env)
+        except (OSError, ValueError) as exc:
+            return _not_started(argv, cwd, exc, started)
+        run = _Run(loop, proc, out_fd, err_fd, cap, sink, self.use_pidfd)
+        timeout = asyncio.timeout(deadline - time.monotonic())
+        timed_out = False
+        try:
+            try:
+                async with timeout:
+                    await run.wait()
+            except TimeoutError:
+                if not timeout.expired():
+                    raise
+                timed_out = True
+                run.kill()
+                await _reaped(run)
+                run.drain()
+        except BaseException:
+            run.kill()  # cancellation, or the sink failed: nothing may outlive the call
+            try:
+                await _reaped(run)
+            finally:
+                run.close()
+            raise
+        run.close()
+        return _outcome(run, started, timed_out, deadline)
+
+
+async def _reaped(run: _Run) -> None:
+    """Wait for the killed first process to be reaped, so the caller sees it gone.
+
+    SIGKILL is prompt; the bound is only for a process stuck in the kernel
+    (then the pidfd reader or the wait thread reaps it later). A second
+    cancellation while waiting is not swallowed: the caller asked twice.
+    """
+    if run.exited.done():
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(run.exited), _REAP_GRACE_S)
+    except TimeoutError:
+        pass
+
+
+def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Popen with our own pipes, so the read ends are plain non-blocking fds the loop can watch."""
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        proc = subprocess.Popen(argv, stdin=_devnull(), stdout=out_w, stderr=err_w, cwd=cwd, env=env,
+                                close_fds=True, start_new_session=True)
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    os.set_blocking(out_r, False)
+    os.set_blocking(err_r, False)
+    return proc, out_r, err_r
+
+
+_made_dirs: set[str] = set()
+"""runtime/ folders known to exist: makedirs once per folder, not once per call."""
+
+
+@functools.lru_cache(maxsize=1)
+def _devnull() -> int:
+    """One /dev/null fd for every child's stdin (Popen's DEVNULL opens and closes one per call)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _not_started(argv: Sequence[str], cwd: str, exc: BaseException, started: float) -> Outcome:
+    """A refused start as a result, in the words of the OS."""
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else argv[0]
+        missing = exc.errno == errno.ENOENT and where != cwd
+        what = "program not found" if missing else "cannot start"
+        error = f"{what}: {argv[0]!r}: [Errno {exc.errno}] {exc.strerror}"
+        if where not in (argv[0], None):
+            error += f" ({where})"
+        code = EXIT_NOT_FOUND if missing else EXIT_CANNOT_RUN
+    else:  # ValueError: an argument with a NUL byte
+        error = f"cannot start {argv[0]!r}: {exc}"
+        code = EXIT_CANNOT_RUN
+    return Outcome(ok=False, error=error, exit_code=code, duration_ms=_ms(started))
+
+
+def _outcome(run: _Run, started: float, timed_out: bool, deadline: float) -> Outcome:
+    status = run.status if run.status is not None else -signals.SIGKILL
+    sig = -status if status < 0 else 0
+    out = Outcome(ok=status == 0 and not timed_out, exit_code=status, signal=sig, duration_ms=_ms(started),
+                  timed_out=timed_out)
+    if run.sink is None:
+        out.stdout = bytes(run.out.buf)
+        out.stderr = bytes(run.err.buf)
+        out.truncated = run.out.seen > run.out.cap or run.err.seen > run.err.cap
+    else:
+        out.streamed_stdout_bytes = run.out.sent
+        out.streamed_stderr_bytes = run.err.sent
+    if timed_out:
+        budget = round((deadline - started) * 1000)
+        out.error = f"timed out after {budget} ms; the process group was killed"
+    elif sig:
+        out.error = f"killed by signal {sig} ({_signame(sig)})"
+    elif status:
+        out.error = f"exit status {status}"
+    return out
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signals.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

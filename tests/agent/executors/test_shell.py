@@ -1,0 +1,387 @@
+"""The shell executor, with real processes on the default loop and on uvloop.
+
+Each test runs its coroutine under both loops (the ``run`` fixture) and the
+group-kill tests under both exit watchers (pidfd and the waiting thread).
+Nothing sleeps for correctness: tests wait on a FIFO the child writes, on the
+sink, or on a pidfd of the process they expect gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Coroutine, TypeVar
+
+import pytest
+import uvloop
+
+from agent import executors
+from agent.executors.base import STDERR, STDOUT, Outcome
+from agent.executors.shell import ShellExecutor, check_command, render_argv
+from bitong.v1.agent_pb2 import ToolDef
+from parser import parse
+
+T = TypeVar("T")
+Runner = Callable[[Coroutine[Any, Any, T]], T]
+
+TEMPLATE = """\
+name: {name}
+display: T
+intent: a tool to test the shell executor
+method: run
+executor: shell
+command: {command}
+params_schema: {params}
+constraints: {{ timeout_ms: {timeout_ms}, max_output_bytes: {cap} }}
+author: test-suite
+created: 2026-01-01
+why: tests
+"""
+ARGV_JSON = f"{sys.executable} -c 'import json,sys; print(json.dumps(sys.argv[1:]))'"
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Runner[Any]:
+    """Run a coroutine to completion on a fresh loop of the requested kind."""
+    if request.param == "uvloop":
+        return uvloop.run  # type: ignore[return-value]
+    return asyncio.run
+
+
+@pytest.fixture(params=["pidfd", "thread"])
+def shell(request: pytest.FixtureRequest) -> ShellExecutor:
+    return ShellExecutor(use_pidfd=request.param == "pidfd")
+
+
+SHELL = ShellExecutor()
+MakeTool = Callable[..., ToolDef]
+
+
+@pytest.fixture
+def make_tool(tmp_path: Path) -> MakeTool:
+    """make_tool(command, params="{}", timeout_ms=30000, cap=65536) -> a parsed ToolDef in tmp_path/t/."""
+
+    def make(command: str, params: str = "{}", *, timeout_ms: int = 30000, cap: int = 65536,
+             name: str = "t") -> ToolDef:
+        path = tmp_path / name / "TOOL.hdlp"
+        path.parent.mkdir(exist_ok=True)
+        text = TEMPLATE.format(name=name, command=command, params=params, timeout_ms=timeout_ms, cap=cap)
+        path.write_text(text, encoding="utf-8")
+        return parse(text, str(path))
+
+    return make
+
+
+def soon(seconds: float = 30.0) -> float:
+    return time.monotonic() + seconds
+
+
+def gone(pid: int, within: float = 10.0) -> bool:
+    """Whether process ``pid`` has exited (or is already reaped), waiting on its pidfd."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], within)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+async def read_fifo(path: Path) -> str:
+    """Block (in a thread) until the child opened, wrote and closed the FIFO."""
+    loop = asyncio.get_running_loop()
+    return await asyncio.wait_for(loop.run_in_executor(None, path.read_text), 20)
+
+
+# ---------------------------------------------------------------- results
+
+
+def test_echo_hello(run: Runner[Outcome], shell: ShellExecutor, make_tool: MakeTool) -> None:
+    out = run(shell.run(make_tool("echo hello"), {}, deadline=soon()))
+    assert out.ok and out.stdout == b"hello\n" and out.stderr == b""
+    assert out.exit_code == 0 and out.signal == 0 and not out.timed_out and not out.truncated
+    assert out.error == ""
+
+
+def test_failure_returns_real_stderr_and_exit_code(run: Runner[Outcome], shell: ShellExecutor,
+                                                   make_tool: MakeTool) -> None:
+    out = run(shell.run(make_tool("ls /definitely/not/here"), {}, deadline=soon()))
+    assert not out.ok and out.exit_code == 2 and out.error == "exit status 2"
+    assert b"/definitely/not/here" in out.stderr and b"No such file" in out.stderr
+    out = run(shell.run(make_tool("sh -c 'echo partial; echo boom >&2; exit 3'"), {}, deadline=soon()))
+    assert (out.ok, out.exit_code, out.stdout, out.stderr) == (False, 3, b"partial\n", b"boom\n")
+
+
+def test_killed_by_a_signal(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    out = run(SHELL.run(make_tool("sh -c 'kill -TERM $$'"), {}, deadline=soon()))
+    assert not out.ok and out.exit_code == -15 and out.signal == 15
+    assert "SIGTERM" in out.error and not out.timed_out
+
+
+def test_program_not_found_is_a_result_not_an_exception(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    tool = make_tool("no-such-program-bitong {a}", "{ a: { type: string } }")
+    out = run(SHELL.run(tool, {"a": "x"}, deadline=soon()))
+    assert not out.ok and out.exit_code == 127
+    assert "no-such-program-bitong" in out.error and "No such file or directory" in out.error
+
+
+def test_program_not_executable_is_126(run: Runner[Outcome], make_tool: MakeTool, tmp_path: Path) -> None:
+    script = tmp_path / "not-executable.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    out = run(SHELL.run(make_tool(str(script)), {}, deadline=soon()))
+    assert not out.ok and out.exit_code == 126 and "Permission denied" in out.error
+
+
+# ---------------------------------------------------------------- argv, never a shell
+
+
+def test_injection_attempts_land_as_one_literal_argument(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    tool = make_tool(f"{ARGV_JSON} {{a}} --b={{b}} {{c}}",
+                     "{ a: { type: string }, b: { type: string }, c: { type: string } }")
+    nasty = {"a": "x; rm -rf ./victim; touch pwned", "b": "$(touch pwned) `touch pwned` {c}", "c": "a  b\n*  '\"|&"}
+    victim = Path(tool.source_path).parent / "runtime" / "victim"
+    victim.parent.mkdir()
+    victim.write_text("still here")
+    out = run(SHELL.run(tool, nasty, deadline=soon()))
+    assert out.ok, out
+    assert json.loads(out.stdout) == [nasty["a"], "--b=" + nasty["b"], nasty["c"]]
+    assert victim.read_text() == "still here"
+    assert not (victim.parent / "pwned").exists()
+
+
+def test_rendering_rules(make_tool: MakeTool) -> None:
+    tool = make_tool("prog --n={n} -x {x} {flag} {opt} '{{literal}}' {items} {obj} 'two words {n}'",
+                     "{ n: { type: integer }, x: { type: number }, flag: { type: boolean }, opt: { type: string },"
+                     " items: { type: array }, obj: { type: object } }")
+    argv = render_argv(tool, {"n": 20, "x": 20.0, "flag": True, "items": ["a", 1], "obj": {"k": "中"}})
+    # An absent optional parameter drops its whole token ({opt}); numbers print as 20, not 20.0.
+    assert argv == ["prog", "--n=20", "-x", "20", "true", "{literal}", '["a",1]', '{"k":"中"}', "two words 20"]
+    assert render_argv(tool, {"x": 1.5, "flag": False}) == ["prog", "-x", "1.5", "false", "{literal}"]
+
+
+def test_template_problems_are_reported_not_raised(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    # The parser refuses both at load time; a ToolDef built another way still gets an answer.
+    tool = make_tool("echo {a}", "{ a: { type: string } }")
+    tool.command = "echo {missing} {a}"
+    assert check_command(tool) == ["command names {missing}, which is not in params_schema"]
+    out = run(SHELL.run(tool, {"a": "x"}, deadline=soon()))
+    assert not out.ok and out.exit_code == 126 and "tool definition" in out.error and "{missing}" in out.error
+    tool.command = "echo 'unclosed {a}"
+    assert "No closing quotation" in check_command(tool)[0]
+    out = run(SHELL.run(tool, {"a": "x"}, deadline=soon()))
+    assert not out.ok and out.exit_code == 126 and "cannot be split" in out.error
+
+
+def test_placeholder_rule_matches_the_parser(make_tool: MakeTool) -> None:
+    # The parser checks {names} at load time; the executor must see the same ones.
+    from parser.build import placeholders
+
+    tool = make_tool("echo {a} '{ b }' {{c}} {d {} {{{a}}} x{b}y", "{ a: { type: string }, b: { type: string } }")
+    assert sorted({name for name, _ in placeholders(tool.command)}) == ["a", "b"]
+    assert check_command(tool) == []
+    assert render_argv(tool, {"a": "A", "b": "B"}) == ["echo", "A", "B", "{c}", "{d", "{}", "{A}", "xBy"]
+
+
+def test_nul_in_an_argument_is_refused(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    out = run(SHELL.run(make_tool("echo {a}", "{ a: { type: string } }"), {"a": "a\x00b"}, deadline=soon()))
+    assert not out.ok and out.exit_code == 126 and "null byte" in out.error
+
+
+# ---------------------------------------------------------------- where and with what it runs
+
+
+def test_cwd_is_the_tools_runtime_folder(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    tool = make_tool("sh -c 'pwd; echo data > scratch.txt'")
+    runtime = Path(tool.source_path).parent / "runtime"
+    assert not runtime.exists()
+    out = run(SHELL.run(tool, {}, deadline=soon()))
+    assert out.ok and out.stdout.decode().strip() == os.path.realpath(runtime)
+    assert (runtime / "scratch.txt").read_text() == "data\n"
+
+
+def test_env_holds_no_server_secret(run: Runner[Outcome], make_tool: MakeTool,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BITONG_TEST_SECRET_TOKEN", "hunter2-secret-value")
+    out = run(SHELL.run(make_tool("env"), {}, deadline=soon()))
+    assert out.ok
+    env = dict(line.split("=", 1) for line in out.stdout.decode().splitlines() if "=" in line)
+    assert "BITONG_TEST_SECRET_TOKEN" not in env and b"hunter2" not in out.stdout
+    assert env["PATH"] and env["BITONG_TOOL"] == "t" and "LANG" in env
+    assert set(env) <= {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES",
+                        "TZ", "TMPDIR", "BITONG_TOOL", "BITONG_TOOL_DIR", "PWD", "SHLVL", "_"}
+
+
+# ---------------------------------------------------------------- deadline, cancellation, leftovers
+
+
+def test_timeout_kills_the_group_and_keeps_output_so_far(run: Runner[Outcome], shell: ShellExecutor,
+                                                         make_tool: MakeTool) -> None:
+    tool = make_tool("sh -c 'sleep 300 & echo $$ $!; echo warming up >&2; wait'")
+    started = time.monotonic()
+    out = run(shell.run(tool, {}, deadline=started + 0.5))
+    assert out.timed_out and not out.ok
+    assert out.exit_code == -9 and out.signal == 9
+    assert "timed out after 500 ms" in out.error
+    assert out.stderr == b"warming up\n"
+    leader, grandchild = map(int, out.stdout.split())
+    assert gone(grandchild) and gone(leader)
+
+
+def test_cancellation_kills_the_group(run: Runner[None], shell: ShellExecutor, make_tool: MakeTool) -> None:
+    tool = make_tool("sh -c 'sleep 300 & echo $$ $! > ready; wait'")
+    ready = Path(tool.source_path).parent / "runtime" / "ready"
+    ready.parent.mkdir()
+    os.mkfifo(ready)
+
+    async def main() -> None:
+        task = asyncio.create_task(shell.run(tool, {}, deadline=soon()))
+        leader, grandchild = map(int, (await read_fifo(ready)).split())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert gone(leader, within=0)   # the executor waited for it before re-raising
+        assert gone(grandchild)
+
+    run(main())
+
+
+def test_leftover_background_processes_do_not_hold_the_call(run: Runner[Outcome], shell: ShellExecutor,
+                                                            make_tool: MakeTool) -> None:
+    # The background sleep keeps stdout open; the call still ends when the tool's
+    # first process exits, and the leftover is killed with its group.
+    out = run(shell.run(make_tool("sh -c 'sleep 300 & echo $!'"), {}, deadline=soon()))
+    assert out.ok and not out.timed_out
+    assert gone(int(out.stdout))
+
+
+def test_a_deadline_already_past_runs_nothing(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    tool = make_tool("touch ran")
+    out = run(SHELL.run(tool, {}, deadline=time.monotonic() - 1))
+    assert out.timed_out and not out.ok
+    assert not (Path(tool.source_path).parent / "runtime" / "ran").exists()
+
+
+# ---------------------------------------------------------------- output caps and streaming
+
+
+def test_truncation_keeps_the_cap_and_the_child_exits(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    tool = make_tool("sh -c 'head -c 50000000 /dev/zero; head -c 30000000 /dev/zero >&2; echo done >&2'", cap=1000)
+    out = run(SHELL.run(tool, {}, deadline=soon(60)))
+    assert out.ok and out.exit_code == 0 and not out.timed_out
+    assert out.truncated
+    assert out.stdout == b"\0" * 1000 and out.stderr == b"\0" * 1000
+
+
+def test_output_under_the_cap_is_not_truncated(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    out = run(SHELL.run(make_tool("head -c 1000 /dev/zero", cap=1000), {}, deadline=soon()))
+    assert out.ok and not out.truncated and len(out.stdout) == 1000
+
+
+def test_streaming_delivers_chunks_in_order(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    lines = 200_000
+    code = ("import sys\nfor i in range(%d):\n    sys.stdout.write(f'{i}\\n')\n    "
+            "if i %% 5000 == 0: sys.stderr.write(f'e{i}\\n'); sys.stderr.flush()" % lines)
+    script = Path(make_tool("true").source_path).parent / "emit.py"
+    script.write_text(code)
+    tool = make_tool(f"{sys.executable} {script}", cap=100, name="s")
+    chunks: list[tuple[int, bytes]] = []
+
+    async def sink(stream: int, data: bytes) -> None:
+        chunks.append((stream, data))
+
+    out = run(SHELL.run(tool, {}, deadline=soon(60), sink=sink))
+    assert out.ok, out
+    stdout = b"".join(d for s, d in chunks if s == STDOUT)
+    stderr = b"".join(d for s, d in chunks if s == STDERR)
+    assert stdout == "".join(f"{i}\n" for i in range(lines)).encode()   # nothing capped when streaming
+    assert stderr == "".join(f"e{i}\n" for i in range(0, lines, 5000)).encode()
+    assert out.streamed_stdout_bytes == len(stdout) and out.streamed_stderr_bytes == len(stderr)
+    assert out.stdout == b"" and not out.truncated
+
+
+def _read_so_far() -> Callable[[], int]:
+    """Bytes this thread has read so far (/proc/thread-self/io rchar), minus the reads of the probe itself."""
+    fd = os.open("/proc/thread-self/io", os.O_RDONLY)
+    own = 0
+
+    def probe() -> int:
+        nonlocal own
+        text = os.pread(fd, 4096, 0)
+        own += len(text)
+        rchar = int(text.split(b"rchar:")[1].split()[0])
+        return rchar - own
+
+    return probe
+
+
+def test_a_slow_sink_applies_backpressure(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    total = 50_000_000
+    tool = make_tool(f"head -c {total} /dev/zero")
+    state = {"delivered": 0, "max_pending": 0, "calls": 0}
+
+    async def main() -> Outcome:
+        read = _read_so_far()   # the loop thread's reads: the executor reads the pipes there
+        base = read()
+
+        async def slow_sink(stream: int, data: bytes) -> None:
+            # Everything read from the pipe and not yet taken by the sink is buffered in the server.
+            pending = read() - base - state["delivered"]
+            state["max_pending"] = max(state["max_pending"], pending)
+            state["calls"] += 1
+            # Slow: give the loop many turns per chunk. A reader without flow control would use
+            # them to read ahead and pile the child's output up in memory.
+            for _ in range(20):
+                await asyncio.sleep(0)
+            state["delivered"] += len(data)
+
+        return await SHELL.run(tool, {}, deadline=soon(120), sink=slow_sink)
+
+    out = run(main())
+    assert out.ok and out.streamed_stdout_bytes == total == state["delivered"]
+    # At most one chunk in flight per pipe (reads are 256 KiB at most), not megabytes.
+    assert state["max_pending"] <= 512 * 1024, state
+    assert state["calls"] > 50
+
+
+def test_a_failing_sink_propagates_and_kills_the_group(run: Runner[None], make_tool: MakeTool) -> None:
+    tool = make_tool("sh -c 'sleep 300 & echo $!; wait'")
+
+    class ClientGone(Exception):
+        pass
+
+    seen: list[bytes] = []
+
+    async def sink(stream: int, data: bytes) -> None:
+        seen.append(data)
+        raise ClientGone
+
+    async def main() -> None:
+        with pytest.raises(ClientGone):
+            await SHELL.run(tool, {}, deadline=soon(), sink=sink)
+
+    run(main())
+    assert gone(int(seen[0]))
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def test_registry_knows_shell_and_names_the_missing_ones() -> None:
+    assert isinstance(executors.get("shell"), ShellExecutor)
+    assert executors.available() == ("shell",)
+    for name in ("gatekeeper", "hlpd-api", "git-forgejo", "http", "python"):
+        with pytest.raises(LookupError) as info:
+            executors.get(name)
+        assert str(info.value) == f"executor {name} is not available in this build"
+    with pytest.raises(executors.ExecutorUnavailable, match="unknown executor 'ftp'"):
+        executors.get("ftp")
+    for name in executors.__all__:
+        assert hasattr(executors, name), name
+
