@@ -1,0 +1,338 @@
+"""``bitong``: serve, match, call, lint, tools, eval.
+
+Without ``--server`` the commands work in-process on the given tools roots
+(the bundled tools when none is given); with ``--server ADDR`` they go
+through a running sidecar, exactly as any other client would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import Any, Sequence
+
+from google.protobuf import json_format
+
+import bitong
+import parser as hdlp
+from bitong.v1 import agent_pb2 as pb
+
+__all__ = ["main"]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _version() -> str:
+    return f"bitong {bitong.__version__} parser={hdlp.BACKEND}"
+
+
+def _roots(args: argparse.Namespace) -> list[str]:
+    from .registry import bundled_tools_root
+
+    return list(args.tools) if args.tools else [bundled_tools_root()]
+
+
+def _vocabulary(args: argparse.Namespace) -> Any:
+    from . import matcher
+
+    extra = getattr(args, "vocabulary", None) or []
+    return matcher.load_vocabulary(extra) if extra else None
+
+
+def _local_agent(args: argparse.Namespace) -> Any:
+    from .registry import Registry
+    from .service import ToolAgent
+
+    registry = Registry(_roots(args), vocabulary=_vocabulary(args))
+    snap = registry.rescan()
+    for err in snap.errors:
+        print(f"bitong: {err}", file=sys.stderr)
+    return ToolAgent(registry, threshold=getattr(args, "threshold", None))
+
+
+def _stub(address: str) -> Any:
+    import grpc
+
+    from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+    from .server import grpc_address
+
+    channel = grpc.insecure_channel(grpc_address(address))
+    return pb_grpc.ToolAgentStub(channel)
+
+
+def _to_json(message: Any) -> dict:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+
+
+# ---------------------------------------------------------------- match
+
+def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
+    out: dict[str, Any] = {"query": query, "found": reply.found, "candidates": []}
+    for c in reply.candidates:
+        cand: dict[str, Any] = {"name": c.name, "score": round(c.score, 4)}
+        if explain:
+            cand["matched_terms"] = list(c.matched_terms)
+        out["candidates"].append(cand)
+    out["suggestion"] = reply.suggestion
+    return out
+
+
+def cmd_match(args: argparse.Namespace) -> int:
+    if args.server:
+        stub = _stub(args.server)
+        ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k))  # noqa: E731
+    else:
+        agent = _local_agent(args)
+        ask = lambda q: agent.match(q, args.top_k)  # noqa: E731
+    if args.query == "-":
+        for raw in sys.stdin:
+            query = raw.rstrip("\r\n")
+            if not query.strip():
+                continue
+            print(json.dumps(_match_line(query, ask(query), args.explain), ensure_ascii=False), flush=True)
+        return 0
+    reply = ask(args.query)
+    if args.json:
+        print(json.dumps(_match_line(args.query, reply, args.explain), ensure_ascii=False, indent=2))
+        return 0 if reply.found else EXIT_FAILED
+    if not reply.found:
+        print(f"found: false  suggestion: {reply.suggestion}")
+    for rank, c in enumerate(reply.candidates, 1):
+        line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}"
+        if args.explain:
+            line += f"\n   matched: {', '.join(c.matched_terms) or '-'}"
+        print(line)
+    return 0 if reply.found else EXIT_FAILED
+
+
+# ---------------------------------------------------------------- call
+
+def _call_params(pairs: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` sends the text as is (coerced by the tool's schema); ``key:=json`` sends JSON."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if ":=" in pair and (pair.index(":=") < pair.index("=") if "=" in pair else True):
+            key, raw = pair.split(":=", 1)
+            try:
+                out[key] = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"bitong: {key}:= needs JSON ({exc.msg})")
+        elif "=" in pair:
+            key, value = pair.split("=", 1)
+            out[key] = value
+        else:
+            raise SystemExit(f"bitong: parameters are key=value or key:=json, got {pair!r}")
+    return out
+
+
+def _print_result(result: pb.CallResult, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(_to_json(result), ensure_ascii=False, indent=2))
+    else:
+        sys.stdout.buffer.write(result.output)
+        sys.stdout.flush()
+        sys.stderr.buffer.write(result.stderr)
+        if not result.ok:
+            for problem in result.param_errors:
+                print(f"bitong: parameter {problem.param}: {problem.message}", file=sys.stderr)
+            if result.needs_confirmation:
+                print(f"bitong: {result.tool} needs confirmation; re-run with --yes, or with --server and "
+                      f"--confirm {result.confirm_token}", file=sys.stderr)
+            elif result.error:
+                print(f"bitong: {result.error}", file=sys.stderr)
+            if result.timed_out:
+                print("bitong: timed out", file=sys.stderr)
+        if result.truncated:
+            print("bitong: output truncated at max_output_bytes (use StreamCall for all of it)", file=sys.stderr)
+        sys.stderr.flush()
+    if result.ok:
+        return 0
+    return result.exit_code if 0 < result.exit_code < 256 else EXIT_FAILED
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    params = _call_params(args.params)
+    if args.server:
+        from google.protobuf import struct_pb2
+
+        stub = _stub(args.server)
+
+        def send(token: str) -> pb.CallResult:
+            struct = struct_pb2.Struct()
+            struct.update(params)
+            request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
+            return stub.Call(request, timeout=args.timeout)
+
+        result = send(args.confirm or "")
+        if result.needs_confirmation and args.yes:
+            result = send(result.confirm_token)
+        return _print_result(result, args.json)
+
+    async def local() -> pb.CallResult:
+        agent = _local_agent(args)
+        result = await agent.call(args.tool, params, confirm_token=args.confirm or "")
+        if result.needs_confirmation and args.yes:
+            result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
+        return result
+
+    return _print_result(_run(local()), args.json)
+
+
+def _run(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:  # pragma: no cover - uvloop is a dependency; this keeps odd platforms working
+        return asyncio.run(coro)
+
+
+# ---------------------------------------------------------------- tools, lint, eval
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    if args.server:
+        reply = _stub(args.server).ListTools(pb.ListToolsRequest())
+    else:
+        reply = _local_agent(args).list_tools()
+    if args.json:
+        print(json.dumps([_to_json(t) for t in reply.tools], ensure_ascii=False, indent=2))
+    else:
+        for tool in reply.tools:
+            confirm = "  [confirm]" if tool.constraints.require_confirm else ""
+            print(f"{tool.name:<24} {tool.executor:<12} {tool.display}{confirm}")
+        for err in reply.errors:
+            print(f"error: {err.path}:{err.line}:{err.column}: {err.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    """Each path may be a tools root, one tool's folder, or a TOOL.hdlp file."""
+    from .registry import TOOL_FILE, Registry
+
+    failed = 0
+    checked = 0
+    for target in args.paths:
+        if os.path.isfile(target) or os.path.isfile(os.path.join(target, TOOL_FILE)):
+            path = target if os.path.isfile(target) else os.path.join(target, TOOL_FILE)
+            checked += 1
+            try:
+                hdlp.parse_file(path)
+            except hdlp.ParseError as exc:
+                print(exc)
+                failed += 1
+            continue
+        if not os.path.isdir(target):
+            print(f"{target}:1:1: no such file or folder")
+            failed += 1
+            continue
+        snap = Registry([target]).rescan()
+        checked += len(snap.tools) + len(snap.errors)
+        for err in snap.errors:
+            print(f"{err.path}:{err.line}:{err.column}: {err.message}")
+            failed += 1
+    print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import evaluate
+
+    agent = _local_agent(args)
+    misses, summary = evaluate.run(agent.registry.snapshot.index, args.queries, threshold=args.threshold)
+    if not args.quiet:
+        for line in misses:
+            print(line)
+    print(summary)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    _run(serve(_roots(args), args.listen, vocabulary=_vocabulary(args), threshold=args.threshold,
+               poll_s=args.poll, grace_s=args.grace))
+    return 0
+
+
+# ---------------------------------------------------------------- arguments
+
+def _parser() -> argparse.ArgumentParser:
+    from .server import DEFAULT_LISTEN
+
+    top = argparse.ArgumentParser(prog="bitong", description="笔筒: the tool agent sidecar")
+    top.add_argument("--version", action="version", version=_version())
+    top.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default: INFO for serve)")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def roots(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tools", action="append", metavar="DIR",
+                       help="a tools root (<DIR>/<name>/TOOL.hdlp); repeat for more; default: the bundled tools")
+        p.add_argument("--vocabulary", action="append", metavar="FILE",
+                       help="an extra synonym vocabulary for matching; repeat for more")
+        p.add_argument("--threshold", type=float, default=None, help="the score below which Match says found=false")
+
+    p = sub.add_parser("serve", help="run the gRPC sidecar")
+    roots(p)
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="ADDR", help=f"host:port or unix:/path (default {DEFAULT_LISTEN})")
+    p.add_argument("--poll", type=float, default=0.5, help="poll interval where inotify is unavailable (s)")
+    p.add_argument("--grace", type=float, default=30.0, help="how long SIGTERM waits for calls in flight (s)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("match", help="intent to the best 1-3 tools")
+    roots(p)
+    p.add_argument("query", metavar="QUERY", help="the intent, or - to read one query a line from stdin (JSON lines out)")
+    p.add_argument("--top-k", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--explain", action="store_true", help="show the matched terms of each candidate")
+    p.add_argument("--server", metavar="ADDR")
+    p.set_defaults(func=cmd_match)
+
+    p = sub.add_parser("call", help="run one registered tool")
+    roots(p)
+    p.add_argument("tool")
+    p.add_argument("params", nargs="*", metavar="key=value", help="key=value (text) or key:=json")
+    p.add_argument("--json", action="store_true", help="print the CallResult in protobuf's JSON mapping")
+    p.add_argument("--server", metavar="ADDR")
+    p.add_argument("--confirm", metavar="TOKEN", help="the confirm_token of an earlier call (with --server)")
+    p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
+    p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("tools", help="list the loaded tools")
+    roots(p)
+    p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
+    p.add_argument("--server", metavar="ADDR")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("lint", help="check TOOL.hdlp files: path:line:col: message")
+    p.add_argument("paths", nargs="+", metavar="DIR")
+    p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("eval", help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
+    roots(p)
+    p.add_argument("queries", metavar="QUERIES.tsv")
+    p.add_argument("-q", "--quiet", action="store_true", help="the summary line only")
+    p.set_defaults(func=cmd_eval)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `bitong tools | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

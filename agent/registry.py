@@ -1,0 +1,201 @@
+"""Tools roots to immutable snapshots, swapped atomically.
+
+A :class:`Snapshot` is everything a request needs (tools by name, load
+errors, the match index) and never changes once built; :class:`Registry`
+builds the next one from what changed on disk and swaps it in with a single
+attribute assignment, so a request sees either the old scan or the new one,
+never half of each.
+
+Rescans are incremental: a file whose (mtime, size, inode) did not change is
+not even read; one that was touched but whose bytes hash the same is not
+parsed; only what really changed is parsed and re-indexed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+import time
+import types
+from typing import Iterable, Mapping, Sequence
+
+from bitong.v1.agent_pb2 import ToolDef
+
+from parser import ParseError, parse_bytes
+
+from . import matcher
+
+__all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root"]
+
+log = logging.getLogger("bitong.registry")
+
+TOOL_FILE = "TOOL.hdlp"
+_RACY_NS = 2_000_000_000
+
+
+def bundled_tools_root() -> str:
+    """The tools shipped inside the package (``bitong serve`` without ``--tools``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bitong.tools")
+    if spec is not None and spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    # editable installs of a folder without __init__.py: fall back to the checkout
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadError:
+    """A file that did not load, where, and whether an older version still serves."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+    serving_previous: str = ""
+
+    def __str__(self) -> str:
+        tail = f" (still serving the last good version of '{self.serving_previous}')" if self.serving_previous else ""
+        return f"{self.path}:{self.line}:{self.column}: {self.message}{tail}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _FileState:
+    """What we know of one TOOL.hdlp: its stat key, its hash, its last good tool."""
+
+    stat_key: tuple[int, int, int]
+    sha256: str
+    tool: ToolDef | None  # the last version that parsed, if any
+    error: LoadError | None  # set while the current bytes do not parse
+
+
+class Snapshot:
+    """One consistent view of the registry. Never mutated after construction."""
+
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots")
+
+    def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
+                 generation: int, files: Mapping[str, _FileState], roots: Sequence[str]) -> None:
+        self.tools: Mapping[str, ToolDef] = types.MappingProxyType(dict(tools))
+        self.errors: tuple[LoadError, ...] = tuple(errors)
+        self.index = index
+        self.generation = generation
+        self._files = types.MappingProxyType(dict(files))
+        self.roots = tuple(roots)
+
+    def lookup(self, name: str) -> ToolDef | None:
+        return self.tools.get(name)
+
+    def sorted_tools(self) -> list[ToolDef]:
+        return [self.tools[name] for name in sorted(self.tools)]
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _candidates(roots: Sequence[str]) -> list[str]:
+    """Every ``<root>/<folder>/TOOL.hdlp`` path, roots in order, folders sorted."""
+    out: list[str] = []
+    for root in roots:
+        try:
+            names = sorted(os.listdir(root))
+        except OSError as exc:
+            log.warning("tools root %s cannot be listed: %s", root, exc.strerror)
+            continue
+        for name in names:
+            if name.startswith("."):
+                continue
+            out.append(os.path.join(root, name, TOOL_FILE))
+    return out
+
+
+class Registry:
+    """Owns the current snapshot and knows how to make the next one.
+
+    ``rescan()`` is safe to call from any thread; scans are serialized, and
+    readers never lock: they read ``registry.snapshot`` once per request.
+    """
+
+    def __init__(self, roots: Sequence[str], *, vocabulary: matcher.Vocabulary | None = None) -> None:
+        if not roots:
+            raise ValueError("at least one tools root is needed")
+        self.roots = tuple(os.path.abspath(r) for r in roots)
+        self._vocabulary = vocabulary
+        self._lock = threading.Lock()
+        self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary), 0, {}, self.roots)
+
+    def rescan(self) -> Snapshot:
+        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot."""
+        with self._lock:
+            old = self.snapshot
+            files: dict[str, _FileState] = {}
+            now_ns = time.time_ns()
+            for path in _candidates(self.roots):
+                try:
+                    st = os.stat(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # a plain file, or a folder without TOOL.hdlp: not a tool
+                except OSError as exc:
+                    files[path] = _FileState((0, 0, 0), "", None,
+                                             LoadError(path, 1, 1, f"cannot stat: {exc.strerror}"))
+                    continue
+                key = _stat_key(st)
+                prev = old._files.get(path)
+                # A file written twice within one mtime tick keeps its stat key, so a
+                # recent mtime is not trusted: such files are re-hashed (as git does).
+                trusted = prev is not None and prev.stat_key == key and now_ns - key[0] > _RACY_NS
+                files[path] = prev if trusted else self._load(path, key, prev)
+            unchanged = files.keys() == old._files.keys() and all(
+                files[p] is old._files[p] or files[p] == old._files[p] for p in files)
+            if not unchanged:
+                self.snapshot = self._assemble(old, files)
+            return self.snapshot
+
+    def _load(self, path: str, key: tuple[int, int, int], prev: _FileState | None) -> _FileState:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            err = LoadError(path, 1, 1, f"cannot read: {exc.strerror}")
+            return _FileState(key, "", prev.tool if prev else None, err)
+        sha = hashlib.sha256(data).hexdigest()
+        if prev is not None and prev.sha256 == sha:
+            return _FileState(key, sha, prev.tool, prev.error)
+        try:
+            tool = parse_bytes(data, path)
+        except ParseError as exc:
+            last_good = prev.tool if prev else None
+            err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
+            log.error("%s", err)
+            return _FileState(key, sha, last_good, err)
+        return _FileState(key, sha, tool, None)
+
+    def _assemble(self, old: Snapshot, files: dict[str, _FileState]) -> Snapshot:
+        tools: dict[str, ToolDef] = {}
+        errors: list[LoadError] = []
+        for path, state in files.items():
+            if state.error is not None:
+                errors.append(state.error)
+            tool = state.tool
+            if tool is None:
+                continue
+            if tool.name in tools:
+                first = tools[tool.name].source_path
+                errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
+                continue
+            tools[tool.name] = tool
+        upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
+        remove = [name for name in old.tools if name not in tools]
+        index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
+        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots)
+        if upsert or remove:
+            log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
+                     snap.generation, len(tools), len(upsert), len(remove), len(errors))
+        return snap
+
+    def paths(self) -> Iterable[str]:
+        return self.snapshot._files.keys()

@@ -1,0 +1,119 @@
+"""The `bitong` command as a user runs it: real processes, real files, a real server."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from conftest import EVAL_REGISTRY
+
+BITONG = [sys.executable, "-m", "agent"]
+
+
+def bitong(*args: str, stdin: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([*BITONG, *args], input=stdin, capture_output=True, text=True, timeout=60, check=check)
+
+
+def test_version_names_the_live_parser_backend() -> None:
+    out = bitong("--version").stdout
+    assert re.fullmatch(r"bitong \d+\.\d+\.\d+ parser=(cython|pure)\n", out)
+
+
+def test_version_honours_bitong_pure() -> None:
+    import os
+
+    env = dict(os.environ, BITONG_PURE="1")
+    out = subprocess.run([*BITONG, "--version"], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.endswith("parser=pure\n")
+
+
+@pytest.mark.skipif(not EVAL_REGISTRY.is_dir(), reason="shared/eval/registry is not beside this checkout")
+def test_lint_passes_the_eval_registry_and_points_at_a_broken_line(tmp_path: Path) -> None:
+    clean = bitong("lint", str(EVAL_REGISTRY))
+    assert clean.returncode == 0, clean.stdout
+    assert clean.stdout == ""
+    copy = tmp_path / "registry"
+    shutil.copytree(EVAL_REGISTRY, copy)
+    target = copy / "log-tail" / "TOOL.hdlp"
+    lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    number = next(i for i, line in enumerate(lines) if line.startswith("created:")) + 1
+    lines[number - 1] = "created: someday\n"
+    target.write_text("".join(lines), encoding="utf-8")
+    broken = bitong("lint", str(copy))
+    assert broken.returncode == 1
+    assert broken.stdout == f"{target}:{number}:10: created must be a date YYYY-MM-DD, found 'someday'\n"
+
+
+def test_lint_accepts_a_single_file_or_tool_folder(tools_root: Path) -> None:
+    assert bitong("lint", str(tools_root / "git-ops")).returncode == 0
+    assert bitong("lint", str(tools_root / "git-ops" / "TOOL.hdlp")).returncode == 0
+
+
+def test_tools_json_is_one_sorted_array_in_the_proto_json_mapping(tools_root: Path) -> None:
+    out = bitong("tools", "--tools", str(tools_root), "--json", check=True).stdout
+    tools = json.loads(out)
+    names = [t["name"] for t in tools]
+    assert names == sorted(names) == ["file-read", "file-write", "git-ops", "http-request", "shell-exec"]
+    shell = tools[names.index("shell-exec")]
+    assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False}
+    assert len(shell["content_sha256"]) == 64
+
+
+def test_match_reads_queries_from_stdin_and_writes_json_lines(tools_root: Path) -> None:
+    out = bitong("match", "--tools", str(tools_root), "-", stdin="run `uname -a` on the box\n\n写一首关于秋天的诗\n",
+                 check=True).stdout
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["query"] for r in rows] == ["run `uname -a` on the box", "写一首关于秋天的诗"]
+    assert set(rows[0]) == {"query", "found", "candidates", "suggestion"}
+    assert rows[0]["found"] and rows[0]["candidates"][0]["name"] == "shell-exec"
+    assert not rows[1]["found"] and rows[1]["suggestion"] == "此工具尚不在仓库中，需铸渊新建"
+
+
+def test_call_prints_raw_output_and_passes_the_exit_code_through(tools_root: Path) -> None:
+    ok = bitong("call", "--tools", str(tools_root), "shell-exec", "cmd=echo hello")
+    assert (ok.returncode, ok.stdout) == (0, "hello\n")
+    failed = bitong("call", "--tools", str(tools_root), "shell-exec", "cmd=echo boom >&2; exit 7")
+    assert failed.returncode == 7
+    assert failed.stderr.startswith("boom\n")
+    bad = bitong("call", "--tools", str(tools_root), "git-ops", "action=push")
+    assert bad.returncode == 1 and "parameter action" in bad.stderr and "parameter repo" in bad.stderr
+
+
+def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root: Path, tmp_path: Path) -> None:
+    sock = tmp_path / "bitong.sock"
+    server = subprocess.Popen([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{sock}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        with grpc.insecure_channel(f"unix:{sock}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
+        via_server = bitong("call", "--server", f"unix:{sock}", "shell-exec", "cmd=echo via server")
+        assert via_server.stdout == "via server\n"
+        marker = tmp_path / "started"
+        in_flight = subprocess.Popen([*BITONG, "call", "--server", f"unix:{sock}", "shell-exec",
+                                      f"cmd=touch {marker}; sleep 0.5; echo finished"],
+                                     stdout=subprocess.PIPE, text=True)
+        end = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert marker.exists()
+        server.send_signal(signal.SIGTERM)
+        out, _ = in_flight.communicate(timeout=20)
+        assert out == "finished\n" and in_flight.returncode == 0
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
