@@ -48,7 +48,7 @@ def parse_bytes(data: bytes, path: str = "<bytes>", *, backend: Backend | None =
         before = data[: exc.start]
         line = before.count(b"\n") + 1
         col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
-        raise ParseError(path, line, col, "not UTF-8 text") from None
+        raise ParseError(path, line, col, "not UTF-8 text: expected a file encoded as UTF-8") from None
     return parse(text, path, backend=backend, source=data)
 
 
@@ -59,5 +59,5 @@ def parse_file(path: str | os.PathLike[str], *, backend: Backend | None = None) 
         with open(p, "rb") as fh:
             data = fh.read()
     except OSError as exc:
-        raise ParseError(p, 1, 1, f"cannot read: {exc.strerror}") from None
+        raise ParseError(p, 1, 1, f"cannot read: {exc.strerror} (expected a readable TOOL.hdlp file)") from None
     return parse_bytes(data, p, backend=backend)

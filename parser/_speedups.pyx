@@ -8,6 +8,7 @@ one definition of the syntax.
 """
 
 from parser.errors import ParseError
+from parser.lexer import ESCAPE_HELP, FOLDED_ERROR, MULTILINE_HINT
 
 
 cdef class Tok:
@@ -55,13 +56,14 @@ cpdef str classify(str text):
         return "TEXT"
     if i == n:
         return "INT"
-    if text[i] != u'.':
-        return "TEXT"
-    i += 1
-    frac = i
-    while i < n and is_digit(text[i]):
+    if text[i] == u'.':
         i += 1
-    if i == frac:
+        frac = i
+        while i < n and is_digit(text[i]):
+            i += 1
+        if i == frac:
+            return "TEXT"
+    elif text[i] != u'e' and text[i] != u'E':
         return "TEXT"
     if i < n and (text[i] == u'e' or text[i] == u'E'):
         i += 1
@@ -79,11 +81,51 @@ cdef dict ESCAPES = {u'"': u'"', u'\\': u'\\', u'/': u'/', u'n': u'\n', u't': u'
                      u'r': u'\r', u'b': u'\b', u'f': u'\f', u'0': u'\0'}
 
 
+cdef long hex_at(str line, Py_ssize_t pos, Py_ssize_t width):
+    """The value of ``width`` hex digits at ``pos``, or -1 when they are not there."""
+    cdef Py_ssize_t k
+    cdef long v = 0
+    cdef Py_UCS4 c
+    if pos + width > len(line):
+        return -1
+    for k in range(pos, pos + width):
+        c = line[k]
+        if is_digit(c):
+            v = v * 16 + (<long>c - 48)
+        elif c >= u'a' and c <= u'f':
+            v = v * 16 + (<long>c - 87)
+        elif c >= u'A' and c <= u'F':
+            v = v * 16 + (<long>c - 55)
+        else:
+            return -1
+    return v
+
+
+cdef tuple code_point(str path, str line, Py_ssize_t i, int lineno, int base):
+    cdef long cp, low
+    if line[i + 1] == u'U':
+        cp = hex_at(line, i + 2, 8)
+        if cp < 0 or cp > 0x10FFFF or (cp >= 0xD800 and cp <= 0xDFFF):
+            raise ParseError(path, lineno, base + i + 1, "bad \\U escape: expected eight hex digits of a Unicode code point")
+        return chr(cp), i + 10
+    cp = hex_at(line, i + 2, 4)
+    if cp < 0:
+        raise ParseError(path, lineno, base + i + 1, "bad \\u escape: expected four hex digits")
+    if cp >= 0xDC00 and cp <= 0xDFFF:
+        raise ParseError(path, lineno, base + i + 1, "lone low surrogate in \\u escape: expected a high surrogate before it")
+    if cp >= 0xD800 and cp <= 0xDBFF:
+        low = hex_at(line, i + 8, 4) if line[i + 6:i + 8] == u"\\u" else -1
+        if low < 0xDC00 or low > 0xDFFF:
+            raise ParseError(path, lineno, base + i + 1, "lone high surrogate in \\u escape: expected a \\uDC00-\\uDFFF escape after it")
+        return chr(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)), i + 12
+    return chr(cp), i + 6
+
+
 cdef tuple quoted(str path, str line, Py_ssize_t pos, int lineno, int base):
     cdef Py_UCS4 quote = line[pos], c, e
     cdef list out = []
     cdef Py_ssize_t i = pos + 1, n = len(line), run
-    cdef str digits
+    cdef str ch
     if quote == u"'":
         while i < n:
             c = line[i]
@@ -106,18 +148,12 @@ cdef tuple quoted(str path, str line, Py_ssize_t pos, int lineno, int base):
                 if i + 1 >= n:
                     break
                 e = line[i + 1]
-                if e == u'u':
-                    digits = line[i + 2:i + 6]
-                    if len(digits) != 4 or not all(is_hex(d) for d in digits):
-                        raise ParseError(path, lineno, base + i + 1, "bad \\u escape: expected four hex digits")
-                    out.append(chr(int(digits, 16)))
-                    i += 6
+                if e == u'u' or e == u'U':
+                    ch, i = code_point(path, line, i, lineno, base)
+                    out.append(ch)
                     continue
                 if e not in ESCAPES:
-                    raise ParseError(
-                        path, lineno, base + i + 1,
-                        f"unknown escape '\\{e}' (expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\0 \\uXXXX)",
-                    )
+                    raise ParseError(path, lineno, base + i + 1, f"unknown escape '\\{e}': {ESCAPE_HELP}")
                 out.append(ESCAPES[e])
                 i += 2
                 continue
@@ -213,6 +249,9 @@ cdef Py_ssize_t flow(str path, str line, Py_ssize_t pos, int lineno, int base, l
                 i = k + 1
                 expect_key = False
                 continue
+            if j > i and k < n and (line[k] == u',' or line[k] == u'}'):
+                raise ParseError(path, lineno, base + k + 1,
+                                 f"expected ':' after the key {line[i:j]!r} in a flow map")
         if c == u':':
             toks.append(Tok("_COLON", u":", lineno, col))
             i += 1
@@ -279,11 +318,11 @@ def tokenize(str text, str path="<string>"):
         if not rest.strip(u" \t"):
             i += 1
             continue
-        if rest[0] == u'\t':
-            raise ParseError(path, lineno, j + 1, "tab in indentation: indent with 2 or 4 spaces")
-        if rest[0] == u'#':
+        if rest.lstrip(u" \t")[0] == u'#':
             i += 1
             continue
+        if rest[0] == u'\t':
+            raise ParseError(path, lineno, j + 1, "tab in indentation: expected spaces (2 or 4 per level)")
         if first and j == 0 and rest.startswith(u"HLDP://"):
             first = False
             value = rest[:plain_end(rest, 0, 0)].rstrip()
@@ -291,36 +330,38 @@ def tokenize(str text, str path="<string>"):
             toks.append(Tok("_NL", u"", lineno, width + 1))
             i += 1
             continue
+        if j == 0 and rest.startswith(u"HLDP://"):
+            raise ParseError(path, lineno, 1, "an HLDP:// address may only be the first line: expected key: value")
         first = False
         top = stack[-1]
         if j > top:
             step = j - top
             if unit == 0:
                 if step != 2 and step != 4:
-                    raise ParseError(path, lineno, 1, f"indented {step} spaces: indent with 2 or 4 spaces")
+                    raise ParseError(path, lineno, j + 1, f"indented {step} spaces: expected 2 or 4 spaces")
                 unit = step
             elif step != unit:
                 raise ParseError(
-                    path, lineno, 1,
+                    path, lineno, j + 1,
                     f"inconsistent indentation: {j} spaces, expected {top + unit} ({unit} per level)",
                 )
             stack.append(j)
-            toks.append(Tok("_INDENT", u"", lineno, 1))
+            toks.append(Tok("_INDENT", u"", lineno, j + 1))
         elif j < top:
             while j < stack[-1]:
                 stack.pop()
-                toks.append(Tok("_DEDENT", u"", lineno, 1))
+                toks.append(Tok("_DEDENT", u"", lineno, j + 1))
             if j != stack[-1]:
                 raise ParseError(
-                    path, lineno, 1,
+                    path, lineno, j + 1,
                     f"indentation of {j} spaces matches no outer level (expected {stack[-1]})",
                 )
+        if line[j] == u'-' and (j + 1 == width or line[j + 1] == u' ' or line[j + 1] == u'\t'):
+            raise ParseError(path, lineno, j + 1, "'- item' lists are not part of TOOL.hdlp: expected key: value (write a list as [a, b])")
         k = j
         while k < width and is_key_char(line[k]):
             k += 1
         if k == j:
-            if line[j] == u'-':
-                raise ParseError(path, lineno, j + 1, "'- item' lists are not part of TOOL.hdlp: write [a, b]")
             raise ParseError(path, lineno, j + 1, f"expected a key (letters, digits, '_' or '-'), found {line[j]!r}")
         toks.append(Tok("KEY", line[j:k], lineno, j + 1))
         c = k
@@ -328,7 +369,8 @@ def tokenize(str text, str path="<string>"):
             c += 1
         if c >= width or line[c] != u':':
             found = repr(line[c]) if c < width else "the end of the line"
-            raise ParseError(path, lineno, c + 1, f"expected ':' after the key {line[j:k]!r}, found {found}")
+            raise ParseError(path, lineno, c + 1, f"expected ':' after the key {line[j:k]!r}, found {found}"
+                             + (MULTILINE_HINT if len(toks) > 1 and toks[-2].type == "_INDENT" else ""))
         toks.append(Tok("_COLON", u":", lineno, c + 1))
         p = c + 1
         if p < width and line[p] != u' ' and line[p] != u'\t':
@@ -340,6 +382,8 @@ def tokenize(str text, str path="<string>"):
             i += 1
             continue
         ch = line[p]
+        if ch == u'>' and line[p + 1:].lstrip(u"-+").split(u"#", 1)[0].strip() == u"":
+            raise ParseError(path, lineno, p + 1, FOLDED_ERROR)
         if ch == u'|':
             q = p + 1
             if q < width and (line[q] == u'-' or line[q] == u'+'):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime
 import difflib
 import hashlib
+import math
 import re
+import warnings
 from typing import Any, Callable
 
 from bitong.v1 import agent_pb2 as pb
@@ -36,7 +38,10 @@ _SEMVER_RE = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?"
 )
-_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+# ``{name}`` is a parameter; ``{{`` and ``}}`` are literal braces; any other
+# brace (``find -exec ... {} +``, ``awk '{print $1}'``) is literal text.
+_PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{[ \t]*([A-Za-z0-9_-]+)[ \t]*\}")
+_INT64_MAX = 2**63 - 1
 
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
@@ -52,15 +57,75 @@ _KIND_WORDS = {
 
 
 class _Ctx:
-    """The file being built: its path, for errors."""
+    """The file being built: its path and source, for errors that point into it."""
 
-    __slots__ = ("path",)
+    __slots__ = ("path", "source", "_lines")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, source: bytes | str = "") -> None:
         self.path = path
+        self.source = source
+        self._lines: list[str] | None = None
 
     def fail(self, node: Any, message: str) -> ParseError:
         return ParseError(self.path, node.line, node.column, message)
+
+    def line(self, lineno: int) -> str:
+        """Source line ``lineno`` as the lexer saw it (no BOM, no CR), for column maths."""
+        if self._lines is None:
+            text = self.source.decode("utf-8") if isinstance(self.source, bytes) else self.source
+            self._lines = text.removeprefix("\ufeff").split("\n")
+        lines = self._lines
+        return lines[lineno - 1].removesuffix("\r") if 0 < lineno <= len(lines) else ""
+
+
+def _value_column(ctx: _Ctx, node: Node, offset: int) -> int:
+    """The column of character ``offset`` of a scalar's value in the file.
+
+    Unquoted text maps one to one; in a quoted string the quote and each
+    escape (``\\n``, ``\\u4e2d``, ``''``) take more source characters than they give.
+    """
+    if node.kind != "str":
+        return node.column + offset
+    line = ctx.line(node.line)
+    i = node.column  # 0-based index just after the opening quote
+    quote = line[node.column - 1] if 0 < node.column <= len(line) else '"'
+    for _ in range(offset):
+        if i >= len(line):
+            break
+        if quote == "'":
+            i += 2 if line.startswith("''", i) else 1
+        elif line[i] != "\\":
+            i += 1
+        elif line.startswith("\\U", i):
+            i += 10
+        elif line.startswith("\\u", i):
+            high = line[i + 2 : i + 6].lower()
+            i += 12 if "d800" <= high <= "dbff" else 6
+        else:
+            i += 2
+    return i + 1
+
+
+def _check_tree(ctx: _Ctx, node: Node) -> None:
+    """Rules for every value in the file, wherever it sits (extension keys and
+    ``default: {...}`` included): a key appears once per map, numbers fit."""
+    kind = node.kind
+    if kind == "map":
+        seen: dict[str, Any] = {}
+        for key, value in node.value:
+            first = seen.get(key.value)
+            if first is not None:
+                raise ParseError(ctx.path, key.line, key.column,
+                                 f"duplicate key '{key.value}' (first at line {first.line}): expected each key once per map")
+            seen[key.value] = key
+            _check_tree(ctx, value)
+    elif kind == "list":
+        for item in node.value:
+            _check_tree(ctx, item)
+    elif kind == "int" and abs(node.value) > _INT64_MAX:
+        raise ctx.fail(node, f"integer out of range: expected -{_INT64_MAX} to {_INT64_MAX}")
+    elif kind == "float" and not math.isfinite(node.value):
+        raise ctx.fail(node, "number out of range: expected a finite decimal")
 
 
 def _is_extension(key: str) -> bool:
@@ -77,7 +142,7 @@ def _entries(ctx: _Ctx, node: Node, where: str, allowed: tuple[str, ...] | None)
         if name in out:
             first = out[name][0]
             raise ParseError(ctx.path, key.line, key.column,
-                             f"duplicate key '{name}' in {where} (first at line {first.line})")
+                             f"duplicate key '{name}' in {where} (first at line {first.line}): expected each key once per map")
         if allowed is not None and name not in allowed and not _is_extension(name):
             hint = difflib.get_close_matches(name, allowed, n=1)
             extra = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
@@ -114,8 +179,9 @@ def _bool(ctx: _Ctx, node: Node, what: str) -> bool:
     return node.value
 
 
-def _text_list(ctx: _Ctx, node: Node, what: str, *, lines: bool = False) -> list[str]:
-    """A list of text; a single scalar is a one-item list; block text gives its lines."""
+def _text_list(ctx: _Ctx, node: Node, what: str, *, lines: bool = True) -> list[str]:
+    """A list of text; a single scalar is a one-item list; block text gives one
+    item per non-blank line (trimmed), the way people write lists as text."""
     if node.kind == "list":
         return [_text(ctx, item, f"each item of {what}") for item in node.value]
     if node.kind == "null":
@@ -149,8 +215,10 @@ def _to_value(data: Any) -> struct_pb2.Value:
     elif isinstance(data, str):
         value.string_value = data
     elif isinstance(data, dict):
+        value.struct_value.SetInParent()  # an empty {} must still be a struct, not unset
         value.struct_value.update(data)
     else:
+        value.list_value.SetInParent()
         value.list_value.extend(data)
     return value
 
@@ -171,11 +239,15 @@ def _fits(ptype: str, node: Node) -> bool:
     return kind == "map"
 
 
-def _param(ctx: _Ctx, name: str, node: Node, spec: pb.ParamSpec) -> None:
+def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
+    """One parameter spec; errors about the spec as a whole point at its name."""
+    name = key.value
     where = f"parameter '{name}'"
+    if node.kind == "null":
+        raise ctx.fail(key, f"{where} needs a spec: expected a map such as {{ type: string }}")
     fields = _entries(ctx, node, where, _PARAM_KEYS)
     if "type" not in fields:
-        raise ctx.fail(node, f"{where} needs a type (one of: {', '.join(PARAM_TYPES)})")
+        raise ctx.fail(key, f"{where} needs a type: expected type: one of {', '.join(PARAM_TYPES)}")
     type_node = fields["type"][1]
     ptype = _text(ctx, type_node, f"the type of {where}")
     if ptype not in PARAM_TYPES:
@@ -191,26 +263,29 @@ def _param(ctx: _Ctx, name: str, node: Node, spec: pb.ParamSpec) -> None:
             if bnode.kind not in ("int", "float"):
                 raise ctx.fail(bnode, f"{bound} of {where} must be a number, found {_KIND_WORDS[bnode.kind]}")
             if ptype in ("boolean", "object"):
-                raise ctx.fail(bnode, f"{bound} does not apply to a {ptype} parameter ({where})")
+                raise ctx.fail(bnode, f"{bound} does not apply to a {ptype} parameter ({where}): expected it only on integer, number, string or array")
             setattr(spec, bound, float(bnode.value))
     if spec.HasField("min") and spec.HasField("max") and spec.min > spec.max:
-        raise ctx.fail(fields["max"][1], f"max of {where} is below its min")
+        raise ctx.fail(fields["max"][1], f"max of {where} is below its min: expected max >= min")
     if "pattern" in fields:
         pnode = fields["pattern"][1]
         pattern = _text(ctx, pnode, f"pattern of {where}")
         if ptype != "string":
-            raise ctx.fail(pnode, f"pattern applies only to a string parameter ({where} is {ptype})")
+            raise ctx.fail(pnode, f"pattern applies only to a string parameter ({where} is {ptype}): expected no pattern here")
         try:
-            re.compile(pattern)
+            with warnings.catch_warnings():  # FutureWarning about [[ and -- in sets: not our concern here
+                warnings.simplefilter("ignore")
+                re.compile(pattern)
         except re.error as exc:
-            raise ctx.fail(pnode, f"pattern of {where} is not a valid regular expression: {exc}") from None
+            raise ctx.fail(pnode, f"pattern of {where} is not a valid regular expression ({exc}): expected a Python regex") from None
         spec.pattern = pattern
     if "normalize" in fields:
         nnode = fields["normalize"][1]
         rules = _text_list(ctx, nnode, f"normalize of {where}")
-        for rule in rules:
+        items = nnode.value if nnode.kind == "list" else [nnode] * len(rules)
+        for rule, at in zip(rules, items):
             if rule not in NORMALIZERS:
-                raise ctx.fail(nnode, f"unknown normalize rule '{rule}' for {where}; expected any of: {', '.join(NORMALIZERS)}")
+                raise ctx.fail(at, f"unknown normalize rule '{rule}' for {where}; expected any of: {', '.join(NORMALIZERS)}")
         spec.normalize.extend(rules)
     if "enum" in fields:
         enode = fields["enum"][1]
@@ -218,55 +293,63 @@ def _param(ctx: _Ctx, name: str, node: Node, spec: pb.ParamSpec) -> None:
             raise ctx.fail(enode, f"enum of {where} must be a non-empty list")
         for item in enode.value:
             if not _fits(ptype, item):
-                raise ctx.fail(item, f"enum value {item.raw!r} of {where} is not a {ptype}")
+                raise ctx.fail(item, f"enum value {item.raw!r} of {where} is {_KIND_WORDS[item.kind]}: expected a value of type {ptype}")
             spec.enum.append(_to_value(_plain(item)))
     if "default" in fields:
         dnode = fields["default"][1]
         if dnode.kind != "null":
             if not _fits(ptype, dnode):
-                raise ctx.fail(dnode, f"default of {where} is {_KIND_WORDS[dnode.kind]}, not a {ptype}")
+                raise ctx.fail(dnode, f"default of {where} is {_KIND_WORDS[dnode.kind]}: expected a value of type {ptype}")
             default = _plain(dnode)
             if spec.enum and default not in [_plain(e) for e in fields["enum"][1].value]:
-                raise ctx.fail(dnode, f"default of {where} is not one of its enum values")
+                raise ctx.fail(dnode, f"default of {where} is not one of its enum values: expected one of: {', '.join(e.raw for e in fields['enum'][1].value)}")
+            _default_in_bounds(ctx, dnode, default, spec, where)
             spec.default.CopyFrom(_to_value(default))
 
 
-def placeholders(command: str) -> list[tuple[str, int]]:
-    """The ``{param}`` names of an argv template with their offsets; ``{{``/``}}`` are literal braces.
+def _default_in_bounds(ctx: _Ctx, node: Node, default: Any, spec: pb.ParamSpec, where: str) -> None:
+    """A default must pass the parameter's own min/max (value, or length for
+    string/array) and pattern: a default that its own call would refuse is a bug.
+    With ``normalize`` rules the call normalizes the default first
+    (agent/params.py), so the check is left to the call."""
+    if spec.normalize:
+        return
+    if spec.type in ("integer", "number"):
+        size, unit = default, ""
+    elif spec.type in ("string", "array"):
+        size, unit = len(default), "length "
+    else:
+        return
+    if spec.HasField("min") and size < spec.min:
+        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at least {spec.min:g}")
+    if spec.HasField("max") and size > spec.max:
+        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at most {spec.max:g}")
+    if spec.pattern and re.search(spec.pattern, default) is None:
+        raise ctx.fail(node, f"default of {where} does not match its pattern: expected a value matching {spec.pattern!r}")
 
-    Raises ValueError(offset, message) style errors through ``ValueError`` args.
+
+def placeholders(command: str) -> list[tuple[str, int]]:
+    """The ``{param}`` names of an argv template with their offsets in it.
+
+    ``{name}`` (letters, digits, ``_``, ``-``; spaces inside the braces are
+    ignored) is a parameter; ``{{`` and ``}}`` are literal braces; any other
+    brace is literal text. Executors substitute with the same rule.
     """
-    found: list[tuple[str, int]] = []
-    for m in _PLACEHOLDER_RE.finditer(command):
-        tok = m.group(0)
-        if tok in ("{{", "}}"):
-            continue
-        if tok in ("{", "}"):
-            raise ValueError(m.start(), f"unmatched '{tok}' in command (write '{tok}{tok}' for a literal brace)")
-        name = m.group(1).strip()
-        if not name:
-            raise ValueError(m.start(), "empty '{}' in command")
-        found.append((name, m.start()))
-    return found
+    return [(m.group(1), m.start()) for m in _PLACEHOLDER_RE.finditer(command) if m.group(1)]
 
 
 def _command(ctx: _Ctx, node: Node, params: pb.ToolDef) -> str:
     command = _text(ctx, node, "command")
-    try:
-        names = placeholders(command)
-    except ValueError as exc:
-        offset, message = exc.args
-        raise ParseError(ctx.path, node.line, node.column + offset, message) from None
-    for name, offset in names:
+    for name, offset in placeholders(command):
         if name not in params.params_schema:
-            raise ParseError(ctx.path, node.line, node.column + offset,
-                             f"command uses {{{name}}}, which params_schema does not declare")
+            raise ParseError(ctx.path, node.line, _value_column(ctx, node, offset),
+                             f"command uses {{{name}}}, which params_schema does not declare: expected one of: "
+                             f"{', '.join(params.param_order) or 'none (params_schema is empty)'}")
     return command
 
 
 def _non_goals(ctx: _Ctx, node: Node) -> list[str]:
-    if node.kind == "block":
-        return _text_list(ctx, node, "non_goals", lines=True)
+    """Text, a list, or block text (one item per non-blank line)."""
     return _text_list(ctx, node, "non_goals")
 
 
@@ -276,11 +359,14 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     ``folder``, when given, is the name of the folder holding the file, which
     must equal the tool's name.
     """
-    ctx = _Ctx(path)
+    ctx = _Ctx(path, source)
+    _check_tree(ctx, root)
     fields = _entries(ctx, root, "the tool definition", REQUIRED + OPTIONAL)
     missing = [k for k in REQUIRED if k not in fields]
     if missing:
-        raise ParseError(path, 1, 1, f"missing required field{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+        # no token to point at: the file as a whole is at fault
+        raise ParseError(path, 1, 1, f"missing required field{'s' if len(missing) > 1 else ''}: {', '.join(missing)}"
+                                     f" (expected all of: {', '.join(REQUIRED)})")
     tool = pb.ToolDef()
     get: Callable[[str], Node] = lambda k: fields[k][1]  # noqa: E731
 
@@ -307,15 +393,14 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     try:
         datetime.date.fromisoformat(created)
     except ValueError:
-        raise ctx.fail(created_node, f"created is not a real date: '{created}'") from None
+        raise ctx.fail(created_node, f"created '{created}' is not a real date: expected a calendar date YYYY-MM-DD") from None
     tool.created = created
     tool.why = _text(ctx, get("why"), "why")
 
     schema_node = get("params_schema")
-    if schema_node.kind == "null":
-        raise ctx.fail(schema_node, "params_schema must be a map (write {} for a tool without parameters)")
-    for pname, (key, pnode) in _entries(ctx, schema_node, "params_schema", None).items():
-        _param(ctx, pname, pnode, tool.params_schema[pname])
+    schema = {} if schema_node.kind == "null" else _entries(ctx, schema_node, "params_schema", None)
+    for pname, (key, pnode) in schema.items():
+        _param(ctx, key, pnode, tool.params_schema[pname])
         tool.param_order.append(pname)
 
     constraints = tool.constraints
@@ -358,10 +443,8 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     if "command" in fields:
         cnode = get("command")
         if executor != "shell":
-            raise ctx.fail(fields["command"][0], f"command is only for executor: shell (this tool uses {executor})")
+            raise ctx.fail(fields["command"][0], f"command is only for executor: shell (this tool uses {executor}): expected no command here")
         tool.command = _command(ctx, cnode, tool)
-    elif executor == "shell":
-        raise ctx.fail(ex_node, "executor: shell needs a command (an argv template such as: ls -l {path})")
     if header is not None:
         tool.address = header.value
     tool.source_path = path

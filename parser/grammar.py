@@ -23,13 +23,15 @@ __all__ = ["GRAMMAR_PATH", "lark_parser", "lalr_table", "parse_tokens", "syntax_
 
 GRAMMAR_PATH = Path(__file__).with_name("hdlp.lark")
 
+# How each terminal is named in messages, in the order they are listed.
 _WORDS = {
-    "KEY": "a key", "_COLON": "':'", "_COMMA": "','", "LBRACE": "'{'", "_RBRACE": "'}'",
-    "LBRACK": "'['", "_RBRACK": "']'", "_NL": "the end of the line", "_INDENT": "an indented block",
+    "KEY": "a key", "STRING": "a value", "TEXT": "a value", "INT": "a value",
+    "FLOAT": "a value", "TRUE": "a value", "FALSE": "a value", "BLOCK": "block text",
+    "LBRACE": "'{'", "LBRACK": "'['", "_COLON": "':'", "_COMMA": "','", "_RBRACE": "'}'",
+    "_RBRACK": "']'", "_NL": "the end of the line", "_INDENT": "an indented block",
     "_DEDENT": "less indentation", "$END": "the end of the file", "HEADER": "an HLDP:// line",
-    "BLOCK": "block text", "STRING": "a value", "TEXT": "a value", "INT": "a value",
-    "FLOAT": "a value", "TRUE": "a value", "FALSE": "a value",
 }
+_VALUES = frozenset({"STRING", "TEXT", "INT", "FLOAT", "TRUE", "FALSE"})
 
 
 class _ExternalLexer(Lexer):
@@ -89,22 +91,33 @@ def lalr_table() -> tuple:
 
 
 def syntax_error(path: str, token: Any, expected: Iterable[str]) -> ParseError:
-    """Word an unexpected token for people: where it is, what it is, what would fit."""
+    """Word an unexpected token for people: where it is, what would fit, what is there.
+
+    ``expected`` may hold rule names too (the compiled driver passes a whole
+    table row); only terminals are worth naming, as lark itself does.
+    """
     kind = token.type
     if kind == "$END":
         what = "the end of the file"
     elif kind == "_INDENT":
-        what = "indentation"
+        # "expected a key or the end of the line" says little here: say what indentation means
+        return ParseError(path, token.line or 1, token.column or 1,
+                          "unexpected indentation: expected a key at the indentation of the line above "
+                          "(only a key with nothing after its ':' opens an indented block)")
     elif kind == "_DEDENT":
-        what = "a dedent"
+        what = "less indentation"
     elif kind == "_NL":
         what = "the end of the line"
-    elif kind in ("KEY", "STRING", "TEXT", "INT", "FLOAT", "TRUE", "FALSE", "HEADER", "BLOCK"):
-        what = repr(token.value) if kind != "BLOCK" else "block text"
+    elif kind == "BLOCK":
+        what = "block text"
     else:
         what = repr(token.value)
-    words = sorted({_WORDS.get(e, e) for e in expected if not e.startswith("__")})
-    return ParseError(path, token.line or 1, token.column or 1, f"unexpected {what}: expected {' or '.join(words)}")
+    names = {e for e in expected if e in _WORDS}
+    if names & _VALUES:
+        names -= {"LBRACE", "LBRACK"}  # a value may be a flow collection; no need to say so
+    words = list(dict.fromkeys(_WORDS[e] for e in _WORDS if e in names))
+    return ParseError(path, token.line or 1, token.column or 1,
+                      f"expected {' or '.join(words) or 'something else'}, found {what}")
 
 
 def parse_tokens(toks: list, path: str) -> tuple:

@@ -18,6 +18,10 @@ __all__ = ["Tok", "tokenize"]
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _DIGITS = frozenset("0123456789")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+MULTILINE_HINT = " (text over several lines is written as  key: |  with the lines indented below it)"
+FOLDED_ERROR = "folded block text '>' is not part of TOOL.hdlp: expected '|' (the lines are kept as written)"
+ESCAPE_HELP = "expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\0 \\uXXXX \\UXXXXXXXX; for a regex use single quotes or unquoted text"
 
 
 class Tok:
@@ -38,7 +42,12 @@ class Tok:
 
 
 def classify(text: str) -> str:
-    """The terminal of an unquoted scalar: TRUE, FALSE, INT, FLOAT or TEXT."""
+    """The terminal of an unquoted scalar: TRUE, FALSE, INT, FLOAT or TEXT.
+
+    INT is ``[-+]?[0-9]+``; FLOAT is ``[-+]?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?``
+    with a fraction or an exponent (JSON's numbers, plus a sign). Everything
+    else, ``1.2.3``, ``2026-05-31``, ``.5``, ``yes`` and ``null`` included, is text.
+    """
     if text == "true":
         return "TRUE"
     if text == "false":
@@ -52,13 +61,14 @@ def classify(text: str) -> str:
         return "TEXT"
     if i == n:
         return "INT"
-    if text[i] != ".":
-        return "TEXT"
-    i += 1
-    frac = i
-    while i < n and text[i] in _DIGITS:
+    if text[i] == ".":
         i += 1
-    if i == frac:
+        frac = i
+        while i < n and text[i] in _DIGITS:
+            i += 1
+        if i == frac:
+            return "TEXT"
+    elif text[i] not in "eE":
         return "TEXT"
     if i < n and text[i] in "eE":
         i += 1
@@ -70,6 +80,35 @@ def classify(text: str) -> str:
         if i == exp:
             return "TEXT"
     return "FLOAT" if i == n else "TEXT"
+
+
+def _hex_at(line: str, pos: int, width: int) -> int:
+    """The value of ``width`` hex digits at ``pos``, or -1 when they are not there."""
+    digits = line[pos : pos + width]
+    if len(digits) != width or any(d not in _HEX for d in digits):
+        return -1
+    return int(digits, 16)
+
+
+def _code_point(path: str, line: str, i: int, lineno: int, base: int) -> tuple[str, int]:
+    """Decode ``\\uXXXX`` (a UTF-16 surrogate pair joins into one character)
+    or ``\\UXXXXXXXX`` at ``line[i]``; a lone surrogate cannot become UTF-8."""
+    if line[i + 1] == "U":
+        cp = _hex_at(line, i + 2, 8)
+        if cp < 0 or cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+            raise ParseError(path, lineno, base + i + 1, "bad \\U escape: expected eight hex digits of a Unicode code point")
+        return chr(cp), i + 10
+    cp = _hex_at(line, i + 2, 4)
+    if cp < 0:
+        raise ParseError(path, lineno, base + i + 1, "bad \\u escape: expected four hex digits")
+    if 0xDC00 <= cp <= 0xDFFF:
+        raise ParseError(path, lineno, base + i + 1, "lone low surrogate in \\u escape: expected a high surrogate before it")
+    if 0xD800 <= cp <= 0xDBFF:
+        low = _hex_at(line, i + 8, 4) if line[i + 6 : i + 8] == "\\u" else -1
+        if not 0xDC00 <= low <= 0xDFFF:
+            raise ParseError(path, lineno, base + i + 1, "lone high surrogate in \\u escape: expected a \\uDC00-\\uDFFF escape after it")
+        return chr(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)), i + 12
+    return chr(cp), i + 6
 
 
 def _quoted(path: str, line: str, pos: int, lineno: int, base: int) -> tuple[str, int]:
@@ -98,18 +137,12 @@ def _quoted(path: str, line: str, pos: int, lineno: int, base: int) -> tuple[str
                 if i + 1 >= n:
                     break
                 e = line[i + 1]
-                if e == "u":
-                    digits = line[i + 2 : i + 6]
-                    if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                        raise ParseError(path, lineno, base + i + 1, "bad \\u escape: expected four hex digits")
-                    out.append(chr(int(digits, 16)))
-                    i += 6
+                if e == "u" or e == "U":
+                    ch, i = _code_point(path, line, i, lineno, base)
+                    out.append(ch)
                     continue
                 if e not in _ESCAPES:
-                    raise ParseError(
-                        path, lineno, base + i + 1,
-                        f"unknown escape '\\{e}' (expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\0 \\uXXXX)",
-                    )
+                    raise ParseError(path, lineno, base + i + 1, f"unknown escape '\\{e}': {ESCAPE_HELP}")
                 out.append(_ESCAPES[e])
                 i += 2
                 continue
@@ -206,6 +239,9 @@ def _flow(path: str, line: str, pos: int, lineno: int, base: int, toks: list[Tok
                 i = k + 1
                 expect_key = False
                 continue
+            if j > i and k < n and line[k] in ",}":
+                raise ParseError(path, lineno, base + k + 1,
+                                 f"expected ':' after the key {line[i:j]!r} in a flow map")
         if c == ":":
             toks.append(Tok("_COLON", c, lineno, col))
             i += 1
@@ -277,11 +313,11 @@ def tokenize(text: str, path: str = "<string>") -> list[Tok]:
         if not rest.strip(" \t"):
             i += 1
             continue
-        if rest[0] == "\t":
-            raise ParseError(path, lineno, j + 1, "tab in indentation: indent with 2 or 4 spaces")
-        if rest[0] == "#":
+        if rest.lstrip(" \t")[0] == "#":
             i += 1
             continue
+        if rest[0] == "\t":
+            raise ParseError(path, lineno, j + 1, "tab in indentation: expected spaces (2 or 4 per level)")
         if first and j == 0 and rest.startswith("HLDP://"):
             first = False
             value = rest[: _plain_end(rest, 0, "")].rstrip()
@@ -289,36 +325,38 @@ def tokenize(text: str, path: str = "<string>") -> list[Tok]:
             toks.append(Tok("_NL", "", lineno, len(line) + 1))
             i += 1
             continue
+        if j == 0 and rest.startswith("HLDP://"):
+            raise ParseError(path, lineno, 1, "an HLDP:// address may only be the first line: expected key: value")
         first = False
         if j > stack[-1]:
             step = j - stack[-1]
             if unit == 0:
                 if step != 2 and step != 4:
-                    raise ParseError(path, lineno, 1, f"indented {step} spaces: indent with 2 or 4 spaces")
+                    raise ParseError(path, lineno, j + 1, f"indented {step} spaces: expected 2 or 4 spaces")
                 unit = step
             elif step != unit:
                 raise ParseError(
-                    path, lineno, 1,
+                    path, lineno, j + 1,
                     f"inconsistent indentation: {j} spaces, expected {stack[-1] + unit} ({unit} per level)",
                 )
             stack.append(j)
-            toks.append(Tok("_INDENT", "", lineno, 1))
+            toks.append(Tok("_INDENT", "", lineno, j + 1))
         elif j < stack[-1]:
             while j < stack[-1]:
                 stack.pop()
-                toks.append(Tok("_DEDENT", "", lineno, 1))
+                toks.append(Tok("_DEDENT", "", lineno, j + 1))
             if j != stack[-1]:
                 raise ParseError(
-                    path, lineno, 1,
+                    path, lineno, j + 1,
                     f"indentation of {j} spaces matches no outer level (expected {stack[-1]})",
                 )
         # the key
+        if line[j] == "-" and (j + 1 == width or line[j + 1] in " \t"):
+            raise ParseError(path, lineno, j + 1, "'- item' lists are not part of TOOL.hdlp: expected key: value (write a list as [a, b])")
         k = j
         while k < width and line[k] in _KEY_CHARS:
             k += 1
         if k == j:
-            if line[j] == "-":
-                raise ParseError(path, lineno, j + 1, "'- item' lists are not part of TOOL.hdlp: write [a, b]")
             raise ParseError(path, lineno, j + 1, f"expected a key (letters, digits, '_' or '-'), found {line[j]!r}")
         toks.append(Tok("KEY", line[j:k], lineno, j + 1))
         c = k
@@ -326,7 +364,8 @@ def tokenize(text: str, path: str = "<string>") -> list[Tok]:
             c += 1
         if c >= width or line[c] != ":":
             found = repr(line[c]) if c < width else "the end of the line"
-            raise ParseError(path, lineno, c + 1, f"expected ':' after the key {line[j:k]!r}, found {found}")
+            raise ParseError(path, lineno, c + 1, f"expected ':' after the key {line[j:k]!r}, found {found}"
+                             + (MULTILINE_HINT if len(toks) > 1 and toks[-2].type == "_INDENT" else ""))
         toks.append(Tok("_COLON", ":", lineno, c + 1))
         p = c + 1
         if p < width and line[p] not in " \t":
@@ -338,6 +377,8 @@ def tokenize(text: str, path: str = "<string>") -> list[Tok]:
             i += 1
             continue
         ch = line[p]
+        if ch == ">" and line[p + 1:].lstrip("-+").split("#", 1)[0].strip() == "":
+            raise ParseError(path, lineno, p + 1, FOLDED_ERROR)
         if ch == "|":
             q = p + 1
             if q < width and line[q] in "-+":

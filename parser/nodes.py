@@ -43,7 +43,10 @@ def _scalar(tok: Any) -> Node:
     if t == "TEXT":
         return Node("text", v, tok.line, tok.column, v)
     if t == "INT":
-        return Node("int", int(v), tok.line, tok.column, v)
+        # Past 40 characters the value is out of any range (the builder says
+        # so); this also keeps clear of Python's limit on int() of long text.
+        value = int(v) if len(v) <= 40 else (-1 if v[0] == "-" else 1) * 2**128
+        return Node("int", value, tok.line, tok.column, v)
     if t == "FLOAT":
         return Node("float", float(v), tok.line, tok.column, v)
     return Node("bool", t == "TRUE", tok.line, tok.column, v)
