@@ -60,6 +60,7 @@ setup(
     package_dir={"bitong.tools": "tools"},
     package_data={
         "parser": ["hdlp.lark", "*.pyx"],
+        "agent": ["vocabularies/*.tsv"],
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
     },

@@ -1,0 +1,231 @@
+"""Match benchmark: bitong's Index against rank_bm25 and bm25s, same corpus, same run.
+
+    python benchmarks/bench_match.py [--eval ../shared/eval] [--tools 10000]
+
+Prints, for a registry of the 40 eval tools plus synthetic ones (10,000 in
+all by default): build time, index memory, re-index time after one changed
+tool, import cost, per-query latency (p50/p99) of each engine with the
+ratios bitong/peer, and each engine's scores on the eval queries (40-tool
+registry). The peers get the tokenisation the issue measured them with
+(character bigrams plus English words over display, intent, why and
+keywords) and, generously, the threshold that suits them best on the very
+queries they are scored on. Needs benchmarks/requirements.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import glob
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
+from parser import parse_file  # noqa: E402
+
+from agent.evaluate import Query, Report, read_queries, score  # noqa: E402
+from agent.matcher import Hit, Index, MatchResult  # noqa: E402
+from synthetic import synthetic_queries, synthetic_tools  # noqa: E402
+
+_TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+
+
+def bigram_tokens(text: str) -> list[str]:
+    """The peers' tokeniser: English words and CJK character bigrams."""
+    out: list[str] = []
+    for m in _TOKEN.findall(text.lower()):
+        if m[0].isascii():
+            out.append(m)
+        else:
+            out.extend(m[i:i + 2] for i in range(max(1, len(m) - 1)))
+    return out
+
+
+def doc_text(t: ToolDef) -> str:
+    return " ".join([t.display, t.intent, t.why, " ".join(t.trigger_keywords)])
+
+
+Ranker = Callable[[str, int], list[tuple[str, float]]]
+
+
+def rank_bm25_engine(tools: list[ToolDef]) -> Ranker:
+    from rank_bm25 import BM25Okapi
+
+    names = [t.name for t in tools]
+    bm = BM25Okapi([bigram_tokens(doc_text(t)) or ["_"] for t in tools])
+
+    def rank(q: str, k: int) -> list[tuple[str, float]]:
+        scores = bm.get_scores(bigram_tokens(q))
+        top = scores.argsort()[::-1][:k]
+        return [(names[i], float(scores[i])) for i in top]
+
+    return rank
+
+
+def bm25s_engine(tools: list[ToolDef]) -> Ranker:
+    import bm25s
+
+    names = [t.name for t in tools]
+    retriever = bm25s.BM25()
+    retriever.index([bigram_tokens(doc_text(t)) or ["_"] for t in tools], show_progress=False)
+
+    def rank(q: str, k: int) -> list[tuple[str, float]]:
+        toks = bigram_tokens(q) or ["_"]
+        ids, scores = retriever.retrieve([toks], k=k, show_progress=False, n_threads=1)
+        return [(names[i], float(s)) for i, s in zip(ids[0], scores[0])]
+
+    return rank
+
+
+def bitong_engine(index: Index) -> Ranker:
+    def rank(q: str, k: int) -> list[tuple[str, float]]:
+        return [(h.name, h.score) for h in index.match(q, k).hits]
+
+    return rank
+
+
+def latencies(rank: Ranker, queries: list[str]) -> list[float]:
+    """Seconds per query, after a warm-up pass."""
+    for q in queries[:20]:
+        rank(q, 3)
+    out = []
+    gc.disable()
+    try:
+        for q in queries:
+            t0 = time.perf_counter()
+            rank(q, 3)
+            out.append(time.perf_counter() - t0)
+    finally:
+        gc.enable()
+    return out
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(len(s) * p))]
+
+
+def eval_peer(rank: Ranker, queries: list[Query]) -> tuple[Report, float]:
+    """Score a peer at its best threshold (max hit@1 + none_acc) on these queries."""
+    ranked = [rank(q.text, 3) for q in queries]
+    tops = sorted({r[0][1] for r in ranked if r})
+    best: tuple[float, Report, float] | None = None
+    for th in [0.0, *tops, float("inf")]:
+        results = [MatchResult(bool(r) and r[0][1] >= th and r[0][1] > 0,
+                               [Hit(n, s, ()) for n, s in r], "") for r in ranked]
+        rep = score(queries, results)
+        key = rep.hit1 + rep.none_acc
+        if best is None or key > best[0]:
+            best = (key, rep, th)
+    assert best is not None
+    return best[1], best[2]
+
+
+def import_cost() -> float:
+    """Seconds for a fresh interpreter to import the matcher and load the vocabulary."""
+    code = ("import time; t=time.perf_counter(); import agent.matcher as m; "
+            "m.Index.build([]); from agent.vocabulary import default_vocabulary; default_vocabulary(); "
+            "print(time.perf_counter()-t)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(HERE),
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--eval", default=os.path.join(os.path.dirname(HERE), "..", "shared", "eval"),
+                    help="the eval folder (registry/ and dev_queries.tsv)")
+    ap.add_argument("--queries", help="query file to score (default: EVAL/dev_queries.tsv)")
+    ap.add_argument("--tools", type=int, default=10_000, help="registry size for the speed figures")
+    args = ap.parse_args(argv)
+
+    real = [parse_file(p) for p in sorted(glob.glob(os.path.join(args.eval, "registry", "*", "TOOL.hdlp")))]
+    if not real:
+        print(f"no TOOL.hdlp under {args.eval}/registry", file=sys.stderr)
+        return 2
+    qfile = args.queries or os.path.join(args.eval, "dev_queries.tsv")
+    queries = read_queries(qfile)
+    big = real + synthetic_tools(max(0, args.tools - len(real)))
+    speed_queries = [q.text for q in queries] + synthetic_queries(300)
+    print(f"corpus: {len(big)} tools ({len(real)} eval + synthetic); "
+          f"{len(speed_queries)} latency queries; eval on {len(real)} tools, {qfile}")
+
+    # ------------------------------------------------------------ bitong: build, memory, re-index
+    t0 = time.perf_counter()
+    Index.build(big)
+    plain_build_s = time.perf_counter() - t0
+    gc.collect()
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    index = Index.build(big)
+    build_s = time.perf_counter() - t0
+    mem = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    changed = ToolDef()
+    changed.CopyFrom(big[len(real) + 123])
+    times = []
+    for i in range(30):
+        changed.intent = f"查看 第{i}版 的磁盘和日志，返回结果"
+        t0 = time.perf_counter()
+        nxt = index.updated(upsert=[changed])
+        times.append(time.perf_counter() - t0)
+    rm = []
+    for i in range(10):
+        t0 = time.perf_counter()
+        index.updated(remove=[big[len(real) + i].name])
+        rm.append(time.perf_counter() - t0)
+    assert len(nxt) == len(index)
+    print(f"bitong build: {plain_build_s:.2f} s for {len(big)} tools ({build_s:.1f} s under tracemalloc); "
+          f"index memory {mem / 2**20:.1f} MiB "
+          f"(tracemalloc, tools themselves excluded)")
+    print(f"bitong re-index one changed tool: p50 {statistics.median(times) * 1e3:.2f} ms, "
+          f"max {max(times) * 1e3:.2f} ms; one removed: p50 {statistics.median(rm) * 1e3:.2f} ms")
+    print(f"bitong import + vocabulary load in a fresh interpreter: {import_cost() * 1e3:.0f} ms")
+
+    # ------------------------------------------------------------ latency, same corpus, same queries
+    engines: dict[str, Ranker] = {"bitong": bitong_engine(index)}
+    t0 = time.perf_counter()
+    engines["bm25s"] = bm25s_engine(big)
+    print(f"bm25s build: {time.perf_counter() - t0:.2f} s")
+    t0 = time.perf_counter()
+    engines["rank_bm25"] = rank_bm25_engine(big)
+    print(f"rank_bm25 build: {time.perf_counter() - t0:.2f} s")
+    lat = {name: latencies(rank, speed_queries) for name, rank in engines.items()}
+    print(f"\nper-query latency at {len(big)} tools ({len(speed_queries)} queries, in-process, one thread):")
+    for name, xs in lat.items():
+        print(f"  {name:10s} p50 {pct(xs, 0.5) * 1e6:9.1f} us   p99 {pct(xs, 0.99) * 1e6:9.1f} us")
+    for peer in ("bm25s", "rank_bm25"):
+        ratios = [a / b for a, b in zip(lat["bitong"], lat[peer])]
+        geo = statistics.geometric_mean(ratios)
+        print(f"  bitong/{peer}: p50 ratio {pct(lat['bitong'], 0.5) / pct(lat[peer], 0.5):.3f}, "
+              f"per-query ratio geometric mean {geo:.3f}, bitong faster on "
+              f"{sum(r < 1 for r in ratios)}/{len(ratios)} queries")
+
+    # ------------------------------------------------------------ eval scores, 40-tool registry
+    print(f"\neval on {len(real)} tools, {len(queries)} queries:")
+    small = Index.build(real)
+    rep = score(queries, [small.match(q.text, 3) for q in queries])
+    print(f"  bitong     {rep.summary}   (default threshold)")
+    for name, make in (("bm25s", bm25s_engine), ("rank_bm25", rank_bm25_engine)):
+        rank = make(real)
+        prep, th = eval_peer(rank, queries)
+        ranked = [rank(q.text, 3) for q in queries]
+        plain = score(queries, [MatchResult(bool(r) and r[0][1] > 0, [Hit(n, s, ()) for n, s in r], "")
+                                for r in ranked])
+        print(f"  {name:10s} {prep.summary}   (threshold {th:.3f}, best hit@1+none_acc)")
+        print(f"  {name:10s} {plain.summary}   (no threshold: ranking alone)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""What a caller of Match sees: the right tools for ops requests, and an honest "no"."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+from parser import parse
+
+from agent.matcher import DEFAULT_THRESHOLD, SUGGESTION, Hit, Index, MatchResult
+from agent.vocabulary import VocabularyError, load_vocabulary
+
+EVAL_REGISTRY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "eval", "registry")
+
+
+def tool(name: str, display: str, intent: str, *, why: str = "运维需要", extra: str = "",
+         params: str = "{}") -> "object":
+    """A minimal valid TOOL.hdlp, parsed by the real parser."""
+    return parse(
+        f"name: {name}\ndisplay: {display}\nintent: {intent}\nmethod: run\nexecutor: shell\n"
+        f"params_schema: {params}\nconstraints: {{}}\nauthor: test\ncreated: 2026-06-01\n"
+        f"why: {why}\n{extra}"
+    )
+
+
+@pytest.fixture(scope="module")
+def small() -> Index:
+    return Index.build([
+        tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间"),
+        tool("log-tail", "日志尾部", "显示日志文件最后 N 行", extra="trigger_keywords: [日志, tail]\n",
+             params="{ path: { type: string, normalize: [path] }, lines: { type: integer } }"),
+        tool("service-restart", "重启服务", "用 systemctl 重启一个系统服务",
+             extra="non_goals: |\n  不重启整台服务器\n  只看状态用 service-status\n"),
+        tool("service-status", "服务状态", "查看某个 systemd 服务是否在运行"),
+        tool("user-list", "系统用户列表", "列出服务器上的系统账号",
+             extra="non_goals: [不修改密码, 不新建或删除用户]\n"),
+    ])
+
+
+@pytest.fixture(scope="module")
+def registry() -> Index:
+    paths = sorted(glob.glob(os.path.join(EVAL_REGISTRY, "*", "TOOL.hdlp")))
+    if not paths:
+        pytest.skip("../shared/eval/registry is not checked out next to the repository")
+    from parser import parse_file
+
+    return Index.build(parse_file(p) for p in paths)
+
+
+def first(result: MatchResult) -> str | None:
+    return result.hits[0].name if result.found and result.hits else None
+
+
+# ---------------------------------------------------------------- languages and forms
+
+
+@pytest.mark.parametrize("intent, expected", [
+    ("分区还剩多少容量", "disk-usage"),                    # Chinese, no shared wording with the title
+    ("is the disk getting full", "disk-usage"),          # English
+    ("帮我 restart 一下 nginx", "service-restart"),       # mixed
+    ("拉起来 redis 服务", "service-restart"),             # colloquial synonym of 重启
+    ("ｄｉｓｋ 还剩多少", "disk-usage"),                    # full-width letters
+    ("show me the LAST lines of the app log", "log-tail"),  # case and plural
+])
+def test_phrasings_find_the_tool(small: Index, intent: str, expected: str) -> None:
+    assert first(small.match(intent)) == expected
+
+
+def test_a_typo_in_an_english_word_is_forgiven(small: Index) -> None:
+    assert first(small.match("resatrt the nginx service")) == "service-restart"
+
+
+def test_embedded_parameters_do_not_drown_the_request(small: Index) -> None:
+    plain = small.match("看日志最后几行")
+    noisy = small.match("看 /opt/very/long/path/to/some/app-2026-06-01.log 最后 200 行，谢谢")
+    assert first(plain) == first(noisy) == "log-tail"
+    assert noisy.hits[0].score > DEFAULT_THRESHOLD
+
+
+def test_off_topic_request_is_not_found_and_says_so(small: Index) -> None:
+    result = small.match("帮我写一首关于大海的诗")
+    assert result.found is False
+    assert result.suggestion == SUGGESTION
+    assert small.match("查看磁盘").suggestion == ""
+
+
+# ---------------------------------------------------------------- keywords and non-goals
+
+
+def test_trigger_keyword_boosts_its_tool() -> None:
+    texts = dict(display="文件查看", intent="显示一个文件的内容")
+    plain = Index.build([tool("a-viewer", **texts), tool("b-viewer", **texts)])
+    boosted = Index.build([tool("a-viewer", **texts),
+                           tool("b-viewer", **texts, extra="trigger_keywords: [看文件]\n")])
+    assert plain.match("看文件").hits[0].score == plain.match("看文件").hits[1].score
+    top = boosted.match("看文件").hits
+    assert top[0].name == "b-viewer" and top[0].score > top[1].score
+
+
+def test_request_for_a_non_goal_loses_the_tool(small: Index) -> None:
+    # 重启 a service is the tool's job; 重启 the whole host is its non-goal.
+    assert first(small.match("把 mysql 服务重启一下")) == "service-restart"
+    assert small.match("重启一下整台服务器").found is False
+
+
+def test_read_only_tool_does_not_answer_a_write(small: Index) -> None:
+    assert first(small.match("看看机器上有哪些账号")) == "user-list"
+    assert small.match("把 deploy 账号的密码改掉").found is False
+    assert small.match("删掉 tester 这个用户").found is False
+
+
+def test_non_goal_referral_sends_the_request_to_the_named_tool(small: Index) -> None:
+    # service-restart says "只看状态用 service-status".
+    assert first(small.match("只想看看 nginx 服务状态")) == "service-status"
+
+
+# ---------------------------------------------------------------- results
+
+
+def test_hits_are_ranked_bounded_and_explained(small: Index) -> None:
+    result = small.match("看 nginx 日志最后 50 行", top_k=2)
+    assert len(result.hits) <= 2
+    assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+    assert all(0.0 < h.score <= 1.0 for h in result.hits)
+    assert isinstance(result.hits[0], Hit)
+    assert "日志" in result.hits[0].matched_terms
+
+
+def test_threshold_decides_found(small: Index) -> None:
+    score = small.match("查看磁盘空间").hits[0].score
+    assert small.match("查看磁盘空间", threshold=score).found
+    assert not small.match("查看磁盘空间", threshold=min(1.0, score + 0.01) if score < 1 else 1.01).found
+
+
+def test_empty_index_and_empty_request() -> None:
+    empty = Index.build([])
+    assert len(empty) == 0 and empty.match("查看磁盘").found is False
+    assert Index.build([tool("x-tool", "磁盘", "查看磁盘")]).match("   ").found is False
+
+
+# ---------------------------------------------------------------- incremental re-index
+
+
+def test_updated_adds_replaces_and_removes_without_touching_the_old_index(small: Index) -> None:
+    before = [(h.name, h.score) for h in small.match("列出所有 docker 容器").hits]
+    added = small.updated(upsert=[tool("docker-ps", "容器列表", "列出本机所有 Docker 容器及其状态")])
+    assert len(added) == len(small) + 1
+    assert first(added.match("列出所有 docker 容器")) == "docker-ps"
+    assert [(h.name, h.score) for h in small.match("列出所有 docker 容器").hits] == before
+
+    renamed = added.updated(upsert=[tool("docker-ps", "镜像列表", "列出本机所有 Docker 镜像")])
+    assert first(renamed.match("列出所有 docker 镜像")) == "docker-ps"
+    assert "容器" not in renamed.match("列出所有 docker 镜像").hits[0].matched_terms
+
+    removed = renamed.updated(remove=["docker-ps", "not-there"])
+    assert "docker-ps" not in removed and len(removed) == len(small)
+
+
+def test_updated_index_ranks_like_a_fresh_build(registry: Index) -> None:
+    from parser import parse_file
+
+    tools = [parse_file(p) for p in sorted(glob.glob(os.path.join(EVAL_REGISTRY, "*", "TOOL.hdlp")))]
+    changed = type(tools[0])()
+    changed.CopyFrom(next(t for t in tools if t.name == "cron-list"))
+    changed.intent = "列出某个系统用户的 crontab 定时任务和 systemd timer"
+    incremental = registry.updated(upsert=[changed], remove=["text-translate"])
+    fresh = Index.build([changed if t.name == "cron-list" else t for t in tools if t.name != "text-translate"])
+    for q in ["看下 systemd timer 都有哪些", "把这句话翻成英文", "磁盘还剩多少", "重启 nginx"]:
+        assert incremental.match(q) == fresh.match(q)
+
+
+# ---------------------------------------------------------------- the eval registry
+
+
+@pytest.mark.parametrize("intent, expected", [
+    ("机器内存还够用吗", "memory-usage"),
+    ("查下 10.2.3.4 上 3306 端口开没开", "port-check"),
+    ("把 /tmp/app.tar.gz 解到 /srv/app 下", "archive-extract"),
+    ("what does the mx record of example.org point to", "dns-lookup"),
+    ("给值班群推一条消息说发布完了", "send-notification"),
+    ("tail the last 30 lines of /var/log/auth.log", "log-tail"),
+])
+def test_eval_registry_neighbours_are_told_apart(registry: Index, intent: str, expected: str) -> None:
+    assert first(registry.match(intent)) == expected
+
+
+@pytest.mark.parametrize("intent", [
+    "把 users 表清空",                 # db-query is read-only
+    "close the issue about the login page",  # forgejo-create-issue does not close
+    "帮我订一张去广州的火车票",
+])
+def test_eval_registry_says_no(registry: Index, intent: str) -> None:
+    assert registry.match(intent).found is False
+
+
+# ---------------------------------------------------------------- vocabulary
+
+
+def test_user_vocabulary_teaches_a_new_word(tmp_path: "os.PathLike[str]") -> None:
+    tools = [tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间")]
+    extra = os.path.join(tmp_path, "mine.tsv")
+    with open(extra, "w", encoding="utf-8") as fh:
+        fh.write("# our team's words\ndisk\t\tlvm | 卷组\n")
+    taught = Index.build(tools, vocabulary=load_vocabulary([extra]))
+    assert first(taught.match("瞅一眼卷组")) == "disk-usage"
+    assert first(taught.match("check the LVM")) == "disk-usage"
+    assert Index.build(tools).match("瞅一眼卷组").found is False
+
+
+@pytest.mark.parametrize("content, message", [
+    ("disk\n", "expected concept<TAB>kind<TAB>forms"),
+    ("brandnew\t\tfoo\n", "needs a kind"),
+    ("disk\tverb\tfoo\n", "unknown kind"),
+    ("disk\top\tfoo\n", "is 'obj' elsewhere"),
+])
+def test_malformed_vocabulary_names_file_and_line(tmp_path: "os.PathLike[str]", content: str,
+                                                  message: str) -> None:
+    path = os.path.join(tmp_path, "bad.tsv")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("# comment\n" + content)
+    with pytest.raises(VocabularyError, match=f"bad.tsv:2: .*{message}"):
+        load_vocabulary([path])
