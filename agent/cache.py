@@ -107,15 +107,18 @@ class _Inotify:
 class CacheAgent:
     """Watches the registry's roots and rescans on change.
 
-    ``start()`` does the first scan synchronously, so the service never
-    answers from an empty index; then the watch runs on the event loop.
+    ``start()`` does the first scan before returning, so the service never
+    answers from an empty index; then the watch runs on the event loop. With
+    ``state_path`` the first scan starts from the saved snapshot (validated
+    file by file against its stat key) and every new snapshot is saved.
     ``on_swap`` is called with each new snapshot (logging, metrics).
     """
 
     def __init__(self, registry: Registry, *, debounce_s: float = 0.05, poll_s: float = 0.5,
-                 safety_poll_s: float = 30.0, use_inotify: bool = True,
+                 safety_poll_s: float = 30.0, use_inotify: bool = True, state_path: str | None = None,
                  on_swap: Callable[[Snapshot], None] | None = None) -> None:
         self.registry = registry
+        self.state_path = state_path
         self.debounce_s = debounce_s
         self.poll_s = poll_s
         self.safety_poll_s = safety_poll_s
@@ -130,7 +133,13 @@ class CacheAgent:
         return "inotify" if self._inotify is not None else "poll"
 
     async def start(self) -> Snapshot:
+        if self.state_path:
+            seeded = await asyncio.to_thread(self.registry.load_state, self.state_path)
+            log.info("registry state %s: %s", self.state_path, "loaded" if seeded else "not used")
+        before = self.registry.snapshot
         snap = await asyncio.to_thread(self.registry.rescan)
+        if snap is not before:
+            await self._save()
         if self.use_inotify:
             try:
                 self._inotify = _Inotify()
@@ -197,5 +206,15 @@ class CacheAgent:
             except Exception:  # a bug must not stop the watch; the old snapshot keeps serving
                 log.exception("rescan failed; the previous snapshot keeps serving")
                 continue
-            if snap is not before and self.on_swap is not None:
-                self.on_swap(snap)
+            if snap is not before:
+                await self._save()
+                if self.on_swap is not None:
+                    self.on_swap(snap)
+
+    async def _save(self) -> None:
+        if not self.state_path:
+            return
+        try:
+            await asyncio.to_thread(self.registry.save_state, self.state_path)
+        except OSError as exc:  # a cache that cannot be written costs a slower restart, nothing more
+            log.warning("cannot write registry state %s: %s", self.state_path, exc)

@@ -22,18 +22,36 @@ import time
 import types
 from typing import Iterable, Mapping, Sequence
 
+from google.protobuf.message import DecodeError
+
+from bitong.v1 import agent_pb2 as pb
+from bitong.v1 import state_pb2
 from bitong.v1.agent_pb2 import ToolDef
 
 from parser import ParseError, parse_bytes
 
 from . import matcher
 
-__all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root"]
+__all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
 
 log = logging.getLogger("bitong.registry")
 
 TOOL_FILE = "TOOL.hdlp"
 _RACY_NS = 2_000_000_000
+
+
+def parser_fingerprint() -> str:
+    """Which parser wrote a state: its version and its grammar's bytes."""
+    import bitong
+    import parser as package
+
+    digest = hashlib.sha256()
+    folder = os.path.dirname(package.__file__)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".py", ".pyx", ".lark")):
+            with open(os.path.join(folder, name), "rb") as fh:
+                digest.update(name.encode() + b"\0" + fh.read())
+    return f"{bitong.__version__}+{digest.hexdigest()[:16]}"
 
 
 def bundled_tools_root() -> str:
@@ -199,3 +217,56 @@ class Registry:
 
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()
+
+    # ------------------------------------------------------------ persisted state
+
+    def save_state(self, path: str) -> None:
+        """Write what we know of every file, atomically (a crash never leaves half a state)."""
+        snap = self.snapshot
+        state = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots)
+        for fpath, fs in snap._files.items():
+            entry = state.files.add(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
+                                    inode=fs.stat_key[2], sha256=fs.sha256)
+            if fs.tool is not None:
+                entry.tool.CopyFrom(fs.tool)
+            if fs.error is not None:
+                e = fs.error
+                entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
+                                                  serving_previous=e.serving_previous))
+        data = state.SerializeToString()
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def load_state(self, path: str) -> bool:
+        """Seed the snapshot from a saved state; ``rescan()`` then validates it against the files.
+
+        Returns False (and changes nothing) when there is no usable state: missing,
+        unreadable, written by another parser, or for other roots.
+        """
+        try:
+            with open(path, "rb") as fh:
+                state = state_pb2.RegistryState.FromString(fh.read())
+        except (OSError, DecodeError) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("ignoring registry state %s: %s", path, exc)
+            return False
+        if state.parser_fingerprint != parser_fingerprint() or tuple(state.roots) != self.roots:
+            log.info("ignoring registry state %s: written for another parser or other roots", path)
+            return False
+        files: dict[str, _FileState] = {}
+        for entry in state.files:
+            error = None
+            if entry.HasField("error"):
+                e = entry.error
+                error = LoadError(e.path, e.line, e.column, e.message, e.serving_previous)
+            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256,
+                                           entry.tool if entry.HasField("tool") else None, error)
+        with self._lock:
+            self.snapshot = self._assemble(self.snapshot, files)
+        return True

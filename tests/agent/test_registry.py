@@ -104,3 +104,36 @@ def test_the_index_follows_the_snapshot(tools_root: Path, write_tool: WriteTool)
     gone = registry.rescan()
     assert "fax-sender" not in gone.tools
     assert all(h.name != "fax-sender" for h in gone.index.match("send a fax to the office").hits)
+
+
+def test_a_saved_state_restarts_without_parsing_and_is_validated(
+        tools_root: Path, write_tool: WriteTool, tmp_path: Path, monkeypatch) -> None:
+    from agent import registry as registry_module
+
+    state = str(tmp_path / "state.pb")
+    for path in tools_root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(state)
+
+    parsed: list[str] = []
+    real = registry_module.parse_bytes
+    monkeypatch.setattr(registry_module, "parse_bytes", lambda data, path: parsed.append(path) or real(data, path))
+    changed = write_tool("git-ops", (tools_root / "git-ops" / "TOOL.hdlp").read_text().replace("Git仓库查看", "Git仓库"))
+    second = Registry([str(tools_root)])
+    assert second.load_state(state)
+    snap = second.rescan()
+    assert parsed == [str(changed)], "only the file that changed since the state was saved is parsed"
+    assert sorted(snap.tools) == sorted(first.snapshot.tools)
+    assert snap.tools["git-ops"].display == "Git仓库"
+    assert snap.index.match("执行一条 shell 命令 uname -a").hits[0].name == "shell-exec"
+
+
+def test_a_state_for_other_roots_or_garbage_is_ignored(tools_root: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.pb"
+    Registry([str(tools_root)]).save_state(str(state))
+    assert not Registry([str(tmp_path)]).load_state(str(state))
+    state.write_bytes(b"\xff\x00not a state")
+    assert not Registry([str(tools_root)]).load_state(str(state))
+    assert not Registry([str(tools_root)]).load_state(str(tmp_path / "missing.pb"))
