@@ -40,15 +40,41 @@ def generate_protos() -> None:
 
 
 def extensions() -> list[Extension]:
+    """The compiled twin of the parser, unless BITONG_PURE=1.
+
+    ``_speedups.pyx`` is the compiled lexer and LALR driver; ``nodes.py`` and
+    ``build.py`` are compiled as they are (Cython pure-Python mode, typed by
+    ``_nodes.pxd`` / ``_build.pxd``) into ``parser._nodes`` / ``parser._build``,
+    so the value constructors and the format's rules have one source. Those
+    two keep Python's bounds checks and ignore annotations (the .pxd is what
+    types them): they are Python code and must behave as such.
+    """
     if PURE:
         return []
     from Cython.Build import cythonize
 
-    return cythonize(
+    annotate = os.environ.get("BITONG_CYTHON_ANNOTATE") == "1"
+
+    def stale(source: str, *pxds: str) -> bool:
+        # cythonize notices a .py's own .pxd by the file's name (build.pxd), not
+        # the module's (_build.pxd): rebuild when one of ours is newer than the C.
+        c = ROOT / Path(source).with_suffix(".c")
+        return c.exists() and any((ROOT / p).stat().st_mtime > c.stat().st_mtime for p in pxds)
+
+    exts = cythonize(
         [Extension("parser._speedups", ["parser/_speedups.pyx"])],
         compiler_directives={"language_level": "3", "boundscheck": False},
-        annotate=os.environ.get("BITONG_CYTHON_ANNOTATE") == "1",
+        annotate=annotate,
     )
+    for name, source, pxds in (("parser._nodes", "parser/nodes.py", ("parser/_nodes.pxd",)),
+                               ("parser._build", "parser/build.py", ("parser/_build.pxd", "parser/_nodes.pxd"))):
+        exts += cythonize(
+            [Extension(name, [source])],
+            compiler_directives={"language_level": "3", "annotation_typing": False},
+            annotate=annotate,
+            force=stale(source, *pxds),
+        )
+    return exts
 
 
 # Every setuptools entry point (egg_info, build_py, editable) needs bitong/v1 to
@@ -59,7 +85,7 @@ setup(
     packages=["bitong", "bitong.v1", "bitong.tools", "agent", "agent.executors", "parser"],
     package_dir={"bitong.tools": "tools"},
     package_data={
-        "parser": ["hdlp.lark", "*.pyx"],
+        "parser": ["hdlp.lark", "*.pyx", "*.pxd"],
         "agent": ["vocabularies/*.tsv"],
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],

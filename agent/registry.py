@@ -48,7 +48,7 @@ def parser_fingerprint() -> str:
     digest = hashlib.sha256()
     folder = os.path.dirname(package.__file__)
     for name in sorted(os.listdir(folder)):
-        if name.endswith((".py", ".pyx", ".lark")):
+        if name.endswith((".py", ".pyx", ".pxd", ".lark")):
             with open(os.path.join(folder, name), "rb") as fh:
                 digest.update(name.encode() + b"\0" + fh.read())
     return f"{bitong.__version__}+{digest.hexdigest()[:16]}"

@@ -13,7 +13,6 @@ import os
 from bitong.v1.agent_pb2 import ToolDef
 
 from ._backend import BACKEND, Backend, active
-from .build import build
 from .errors import ParseError
 
 __all__ = ["BACKEND", "ParseError", "ToolDef", "parse", "parse_bytes", "parse_file"]
@@ -31,13 +30,13 @@ def _folder(path: str) -> str | None:
 def parse(text: str, path: str = "<string>", *, backend: Backend | None = None,
           source: bytes | None = None) -> ToolDef:
     """Parse one definition. ``path`` names the file in errors; when it ends in
-    ``TOOL.hdlp`` its folder name must equal the tool's ``name``."""
+    ``TOOL.hdlp`` its folder name must equal the tool's ``name``.
+
+    Raises :class:`ParseError` (a ``ValueError``) for anything wrong with the text.
+    """
     b = backend or active
-    toks = b.tokenize(text, path)
-    if not toks:
-        raise ParseError(path, 1, 1, "empty file: expected the tool definition (name: ..., display: ..., ...)")
-    header, root = b.run(toks, path)
-    return build(header, root, path, source if source is not None else text, _folder(path))
+    header, root = b.tree(text, path)
+    return b.build(header, root, path, source if source is not None else text, _folder(path))
 
 
 def parse_bytes(data: bytes, path: str = "<bytes>", *, backend: Backend | None = None) -> ToolDef:

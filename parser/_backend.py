@@ -4,40 +4,62 @@
 when it was built (``pip install .`` builds it unless BITONG_PURE=1 is set at
 build time). Both produce the same tokens, the same ToolDefs and the same
 error texts; ``tests/parser`` runs both.
+
+pure:      lexer.py -> lark's own LALR parser calling nodes.Rules -> build.py
+compiled:  _speedups (lexer into a C array, LALR loop over lark's table for
+           hdlp.lark) -> nodes.py compiled as _nodes -> build.py compiled as _build
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable
 
-from . import grammar, lexer
+from . import build, grammar, lexer
+from .errors import ParseError
 
-__all__ = ["BACKEND", "Backend", "compiled", "pure", "active"]
+__all__ = ["BACKEND", "Backend", "compiled", "pure", "active", "backends"]
 
 
 class Backend:
-    """A twin: how to tokenize, and how to run the LALR parse over the tokens."""
+    """A twin: how to tokenize (for tests and tools), how to parse a text into
+    (header, root Node), and how to build the ToolDef from those."""
 
-    def __init__(self, name: str, tokenize: Callable[[str, str], list], run: Callable[[list, str], tuple]) -> None:
+    def __init__(self, name: str, tokenize: Callable[[str, str], list],
+                 tree: Callable[[str, str], tuple], build: Callable[..., Any]) -> None:
         self.name = name
         self.tokenize = tokenize
-        self.run = run
+        self.tree = tree
+        self.build = build
 
 
-pure = Backend("pure", lexer.tokenize, grammar.parse_tokens)
+def _pure_tree(text: str, path: str) -> tuple:
+    toks = lexer.tokenize(text, path)
+    if not toks:
+        raise ParseError(path, 1, 1, lexer.EMPTY_ERROR)
+    return grammar.parse_tokens(toks, path)
+
+
+pure = Backend("pure", lexer.tokenize, _pure_tree, build.build)
 
 
 def _load_compiled() -> Backend | None:
     try:
-        from . import _speedups  # type: ignore[attr-defined]
+        from . import _build, _speedups  # type: ignore[attr-defined]
     except ImportError:
         return None
 
-    def run(toks: list, path: str) -> tuple:
-        return _speedups.run_lalr(toks, path, grammar.lalr_table(), grammar.syntax_error)
+    @functools.cache
+    def program() -> Any:
+        # built on first use: it needs lark's table, which the pure twin builds lazily too
+        table = grammar.lalr_program(_speedups.TERMINALS, _speedups.KNOWN_RULES)
+        return _speedups.Program(table, grammar.syntax_error)
 
-    return Backend("cython", _speedups.tokenize, run)
+    def tree(text: str, path: str) -> tuple:
+        return program().tree(text, path)
+
+    return Backend("cython", _speedups.tokenize, tree, _build.build)
 
 
 compiled: Backend | None = _load_compiled()

@@ -2,6 +2,13 @@
 
 Everything the spec requires is checked here, defaults are applied here, and
 every error points at the line and column of the value at fault.
+
+This file is the one source of the rules for both twins: the pure twin
+imports it, the compiled twin is this same file compiled by Cython as
+``parser._build`` (``_build.pxd`` declares the types; the file stays plain
+Python). So nothing here may depend on being interpreted, and walks over the
+value tree are loops, not recursion: compiled code has no recursion limit to
+stop a pathologically nested value from overflowing the C stack.
 """
 
 from __future__ import annotations
@@ -12,13 +19,13 @@ import hashlib
 import math
 import re
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 from bitong.v1 import agent_pb2 as pb
 from google.protobuf import struct_pb2
 
+from . import nodes  # for annotations; compiled as parser._build, values are parser._nodes.Node
 from .errors import ParseError
-from .nodes import Node
 
 __all__ = [
     "DEFAULT_TIMEOUT_MS", "DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_VERSION",
@@ -50,6 +57,11 @@ _CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm")
 _PERMISSION_FLAGS = ("fs_read", "fs_write", "exec", "network", "secret")
 _PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths")
 _PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize")
+# The keys each map allows, as dicts: ordered for messages, hashed for lookups.
+_ALLOWED_TOP = dict.fromkeys(REQUIRED + OPTIONAL)
+_ALLOWED_CONSTRAINTS = dict.fromkeys(_CONSTRAINT_KEYS)
+_ALLOWED_PERMISSIONS = dict.fromkeys(_PERMISSION_FLAGS + _PERMISSION_LISTS)
+_ALLOWED_PARAM = dict.fromkeys(_PARAM_KEYS)
 _KIND_WORDS = {
     "str": "a quoted string", "text": "text", "int": "an integer", "float": "a decimal",
     "bool": "true or false", "map": "a map", "list": "a list", "block": "block text", "null": "nothing",
@@ -78,7 +90,7 @@ class _Ctx:
         return lines[lineno - 1].removesuffix("\r") if 0 < lineno <= len(lines) else ""
 
 
-def _value_column(ctx: _Ctx, node: Node, offset: int) -> int:
+def _value_column(ctx: _Ctx, node: nodes.Node, offset: int) -> int:
     """The column of character ``offset`` of a scalar's value in the file.
 
     Unquoted text maps one to one; in a quoted string the quote and each
@@ -106,37 +118,52 @@ def _value_column(ctx: _Ctx, node: Node, offset: int) -> int:
     return i + 1
 
 
-def _check_tree(ctx: _Ctx, node: Node) -> None:
+def _check_tree(ctx: _Ctx, root: nodes.Node) -> None:
     """Rules for every value in the file, wherever it sits (extension keys and
-    ``default: {...}`` included): a key appears once per map, numbers fit."""
-    kind = node.kind
-    if kind == "map":
-        seen: dict[str, Any] = {}
-        for key, value in node.value:
-            first = seen.get(key.value)
-            if first is not None:
-                raise ParseError(ctx.path, key.line, key.column,
-                                 f"duplicate key '{key.value}' (first at line {first.line}): expected each key once per map")
-            seen[key.value] = key
-            _check_tree(ctx, value)
-    elif kind == "list":
-        for item in node.value:
-            _check_tree(ctx, item)
-    elif kind == "int" and abs(node.value) > _INT64_MAX:
-        raise ctx.fail(node, f"integer out of range: expected -{_INT64_MAX} to {_INT64_MAX}")
-    elif kind == "float" and not math.isfinite(node.value):
-        raise ctx.fail(node, "number out of range: expected a finite decimal")
+    ``default: {...}`` included): a key appears once per map, numbers fit.
+
+    Depth first in file order, so the first problem in the file is the one
+    reported; a stack of (pending items, keys seen in their map or None in a
+    list) stands in for recursion.
+    """
+    stack: list = [(iter((root,)), None)]
+    while stack:
+        items, seen = stack[-1]
+        for item in items:
+            if seen is not None:
+                key, node = item
+                name = key.value
+                first = seen.get(name)
+                if first is not None:
+                    raise ParseError(ctx.path, key.line, key.column,
+                                     f"duplicate key '{name}' (first at line {first.line}): expected each key once per map")
+                seen[name] = key
+            else:
+                node = item
+            kind = node.kind
+            if kind == "map":
+                stack.append((iter(node.value), {}))
+                break
+            if kind == "list":
+                stack.append((iter(node.value), None))
+                break
+            if kind == "int" and abs(node.value) > _INT64_MAX:
+                raise ctx.fail(node, f"integer out of range: expected -{_INT64_MAX} to {_INT64_MAX}")
+            if kind == "float" and not math.isfinite(node.value):
+                raise ctx.fail(node, "number out of range: expected a finite decimal")
+        else:
+            stack.pop()
 
 
 def _is_extension(key: str) -> bool:
     return key.startswith("x-") or key.startswith("x_")
 
 
-def _entries(ctx: _Ctx, node: Node, where: str, allowed: tuple[str, ...] | None) -> dict[str, tuple[Any, Node]]:
+def _entries(ctx: _Ctx, node: nodes.Node, where: str, allowed: dict[str, None] | None) -> dict[str, tuple[Any, nodes.Node]]:
     """A map node as {key: (key_token, value)}, refusing repeats and unknown keys."""
     if node.kind != "map":
         raise ctx.fail(node, f"{where} must be a map, found {_KIND_WORDS[node.kind]}")
-    out: dict[str, tuple[Any, Node]] = {}
+    out: dict[str, tuple[Any, nodes.Node]] = {}
     for key, value in node.value:
         name = key.value
         if name in out:
@@ -144,14 +171,14 @@ def _entries(ctx: _Ctx, node: Node, where: str, allowed: tuple[str, ...] | None)
             raise ParseError(ctx.path, key.line, key.column,
                              f"duplicate key '{name}' in {where} (first at line {first.line}): expected each key once per map")
         if allowed is not None and name not in allowed and not _is_extension(name):
-            hint = difflib.get_close_matches(name, allowed, n=1)
+            hint = difflib.get_close_matches(name, list(allowed), n=1)
             extra = f"; did you mean '{hint[0]}'?" if hint else f"; expected one of: {', '.join(allowed)}"
             raise ParseError(ctx.path, key.line, key.column, f"unknown key '{name}' in {where}{extra}")
         out[name] = (key, value)
     return out
 
 
-def _text(ctx: _Ctx, node: Node, what: str, *, empty_ok: bool = False) -> str:
+def _text(ctx: _Ctx, node: nodes.Node, what: str, *, empty_ok: bool = False) -> str:
     """A field that holds text: any scalar, kept as written (``1.10`` stays "1.10")."""
     if node.kind in ("str", "text", "block", "int", "float", "bool"):
         value = node.raw if node.kind != "block" else node.value
@@ -165,7 +192,7 @@ def _text(ctx: _Ctx, node: Node, what: str, *, empty_ok: bool = False) -> str:
     raise ctx.fail(node, f"{what} must be text, found {_KIND_WORDS[node.kind]}")
 
 
-def _int(ctx: _Ctx, node: Node, what: str, *, minimum: int) -> int:
+def _int(ctx: _Ctx, node: nodes.Node, what: str, *, minimum: int) -> int:
     if node.kind != "int":
         raise ctx.fail(node, f"{what} must be an integer, found {_KIND_WORDS[node.kind]}")
     if node.value < minimum:
@@ -173,13 +200,13 @@ def _int(ctx: _Ctx, node: Node, what: str, *, minimum: int) -> int:
     return node.value
 
 
-def _bool(ctx: _Ctx, node: Node, what: str) -> bool:
+def _bool(ctx: _Ctx, node: nodes.Node, what: str) -> bool:
     if node.kind != "bool":
         raise ctx.fail(node, f"{what} must be true or false, found {_KIND_WORDS[node.kind]} {node.raw!r}".rstrip())
     return node.value
 
 
-def _text_list(ctx: _Ctx, node: Node, what: str, *, lines: bool = True) -> list[str]:
+def _text_list(ctx: _Ctx, node: nodes.Node, what: str, *, lines: bool = True) -> list[str]:
     """A list of text; a single scalar is a one-item list; block text gives one
     item per non-blank line (trimmed), the way people write lists as text."""
     if node.kind == "list":
@@ -193,15 +220,34 @@ def _text_list(ctx: _Ctx, node: Node, what: str, *, lines: bool = True) -> list[
     return [_text(ctx, node, what)]
 
 
-def _plain(node: Node) -> Any:
-    """A node as plain Python data (for defaults and enums)."""
-    if node.kind == "map":
-        return {k.value: _plain(v) for k, v in node.value}
-    if node.kind == "list":
-        return [_plain(v) for v in node.value]
-    if node.kind == "block":
+def _plain(node: nodes.Node) -> Any:
+    """A node as plain Python data (for defaults and enums).
+
+    Containers are made empty, put in place, then filled from a stack, so
+    that nesting costs no recursion (see the module docstring).
+    """
+    if node.kind != "map" and node.kind != "list":
         return node.value
-    return node.value
+    out: Any = {} if node.kind == "map" else []
+    stack: list = [(node, out)]
+    while stack:
+        src, dst = stack.pop()
+        is_map = src.kind == "map"
+        for entry in src.value:
+            child = entry[1] if is_map else entry
+            if child.kind == "map":
+                value: Any = {}
+                stack.append((child, value))
+            elif child.kind == "list":
+                value = []
+                stack.append((child, value))
+            else:
+                value = child.value
+            if is_map:
+                dst[entry[0].value] = value
+            else:
+                dst.append(value)
+    return out
 
 
 def _to_value(data: Any) -> struct_pb2.Value:
@@ -223,7 +269,7 @@ def _to_value(data: Any) -> struct_pb2.Value:
     return value
 
 
-def _fits(ptype: str, node: Node) -> bool:
+def _fits(ptype: str, node: nodes.Node) -> bool:
     """Does a literal in the file fit a parameter type?"""
     kind = node.kind
     if ptype == "string":
@@ -239,13 +285,13 @@ def _fits(ptype: str, node: Node) -> bool:
     return kind == "map"
 
 
-def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
+def _param(ctx: _Ctx, key: Any, node: nodes.Node, spec: pb.ParamSpec) -> None:
     """One parameter spec; errors about the spec as a whole point at its name."""
     name = key.value
     where = f"parameter '{name}'"
     if node.kind == "null":
         raise ctx.fail(key, f"{where} needs a spec: expected a map such as {{ type: string }}")
-    fields = _entries(ctx, node, where, _PARAM_KEYS)
+    fields = _entries(ctx, node, where, _ALLOWED_PARAM)
     if "type" not in fields:
         raise ctx.fail(key, f"{where} needs a type: expected type: one of {', '.join(PARAM_TYPES)}")
     type_node = fields["type"][1]
@@ -257,6 +303,7 @@ def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
         spec.required = _bool(ctx, fields["required"][1], f"required of {where}")
     if "description" in fields:
         spec.description = _text(ctx, fields["description"][1], f"description of {where}", empty_ok=True)
+    bounds: dict[str, float] = {}  # kept here: cheaper than asking the message (HasField) again
     for bound in ("min", "max"):
         if bound in fields:
             bnode = fields[bound][1]
@@ -264,9 +311,12 @@ def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
                 raise ctx.fail(bnode, f"{bound} of {where} must be a number, found {_KIND_WORDS[bnode.kind]}")
             if ptype in ("boolean", "object"):
                 raise ctx.fail(bnode, f"{bound} does not apply to a {ptype} parameter ({where}): expected it only on integer, number, string or array")
-            setattr(spec, bound, float(bnode.value))
-    if spec.HasField("min") and spec.HasField("max") and spec.min > spec.max:
+            bounds[bound] = float(bnode.value)
+            setattr(spec, bound, bounds[bound])
+    lo, hi = bounds.get("min"), bounds.get("max")
+    if lo is not None and hi is not None and lo > hi:
         raise ctx.fail(fields["max"][1], f"max of {where} is below its min: expected max >= min")
+    pattern = ""
     if "pattern" in fields:
         pnode = fields["pattern"][1]
         pattern = _text(ctx, pnode, f"pattern of {where}")
@@ -279,6 +329,7 @@ def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
         except re.error as exc:
             raise ctx.fail(pnode, f"pattern of {where} is not a valid regular expression ({exc}): expected a Python regex") from None
         spec.pattern = pattern
+    rules: list[str] = []
     if "normalize" in fields:
         nnode = fields["normalize"][1]
         rules = _text_list(ctx, nnode, f"normalize of {where}")
@@ -301,31 +352,31 @@ def _param(ctx: _Ctx, key: Any, node: Node, spec: pb.ParamSpec) -> None:
             if not _fits(ptype, dnode):
                 raise ctx.fail(dnode, f"default of {where} is {_KIND_WORDS[dnode.kind]}: expected a value of type {ptype}")
             default = _plain(dnode)
-            if spec.enum and default not in [_plain(e) for e in fields["enum"][1].value]:
+            if "enum" in fields and default not in [_plain(e) for e in fields["enum"][1].value]:
                 raise ctx.fail(dnode, f"default of {where} is not one of its enum values: expected one of: {', '.join(e.raw for e in fields['enum'][1].value)}")
-            _default_in_bounds(ctx, dnode, default, spec, where)
+            if not rules:
+                _default_in_bounds(ctx, dnode, default, ptype, where, lo, hi, pattern)
             spec.default.CopyFrom(_to_value(default))
 
 
-def _default_in_bounds(ctx: _Ctx, node: Node, default: Any, spec: pb.ParamSpec, where: str) -> None:
+def _default_in_bounds(ctx: _Ctx, node: nodes.Node, default: Any, ptype: str, where: str,
+                       lo: float | None, hi: float | None, pattern: str) -> None:
     """A default must pass the parameter's own min/max (value, or length for
     string/array) and pattern: a default that its own call would refuse is a bug.
     With ``normalize`` rules the call normalizes the default first
-    (agent/params.py), so the check is left to the call."""
-    if spec.normalize:
-        return
-    if spec.type in ("integer", "number"):
+    (agent/params.py), so the caller leaves the check to the call."""
+    if ptype in ("integer", "number"):
         size, unit = default, ""
-    elif spec.type in ("string", "array"):
+    elif ptype in ("string", "array"):
         size, unit = len(default), "length "
     else:
         return
-    if spec.HasField("min") and size < spec.min:
-        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at least {spec.min:g}")
-    if spec.HasField("max") and size > spec.max:
-        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at most {spec.max:g}")
-    if spec.pattern and re.search(spec.pattern, default) is None:
-        raise ctx.fail(node, f"default of {where} does not match its pattern: expected a value matching {spec.pattern!r}")
+    if lo is not None and size < lo:
+        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at least {lo:g}")
+    if hi is not None and size > hi:
+        raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at most {hi:g}")
+    if pattern and re.search(pattern, default) is None:
+        raise ctx.fail(node, f"default of {where} does not match its pattern: expected a value matching {pattern!r}")
 
 
 def placeholders(command: str) -> list[tuple[str, int]]:
@@ -338,7 +389,7 @@ def placeholders(command: str) -> list[tuple[str, int]]:
     return [(m.group(1), m.start()) for m in _PLACEHOLDER_RE.finditer(command) if m.group(1)]
 
 
-def _command(ctx: _Ctx, node: Node, params: pb.ToolDef) -> str:
+def _command(ctx: _Ctx, node: nodes.Node, params: pb.ToolDef) -> str:
     command = _text(ctx, node, "command")
     for name, offset in placeholders(command):
         if name not in params.params_schema:
@@ -348,12 +399,12 @@ def _command(ctx: _Ctx, node: Node, params: pb.ToolDef) -> str:
     return command
 
 
-def _non_goals(ctx: _Ctx, node: Node) -> list[str]:
+def _non_goals(ctx: _Ctx, node: nodes.Node) -> list[str]:
     """Text, a list, or block text (one item per non-blank line)."""
     return _text_list(ctx, node, "non_goals")
 
 
-def build(header: Any, root: Node, path: str, source: bytes | str, folder: str | None = None) -> pb.ToolDef:
+def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder: str | None = None) -> pb.ToolDef:
     """Check the parsed file against the format and return its ToolDef.
 
     ``folder``, when given, is the name of the folder holding the file, which
@@ -361,32 +412,31 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     """
     ctx = _Ctx(path, source)
     _check_tree(ctx, root)
-    fields = _entries(ctx, root, "the tool definition", REQUIRED + OPTIONAL)
+    fields = _entries(ctx, root, "the tool definition", _ALLOWED_TOP)
     missing = [k for k in REQUIRED if k not in fields]
     if missing:
         # no token to point at: the file as a whole is at fault
         raise ParseError(path, 1, 1, f"missing required field{'s' if len(missing) > 1 else ''}: {', '.join(missing)}"
                                      f" (expected all of: {', '.join(REQUIRED)})")
     tool = pb.ToolDef()
-    get: Callable[[str], Node] = lambda k: fields[k][1]  # noqa: E731
 
-    name_node = get("name")
+    name_node = fields["name"][1]
     name = _text(ctx, name_node, "name")
     if not _NAME_RE.fullmatch(name):
         raise ctx.fail(name_node, f"name '{name}' must match ^[a-z0-9][a-z0-9_-]{{0,63}}$ (lowercase, no spaces)")
     if folder is not None and folder != name:
         raise ctx.fail(name_node, f"name '{name}' does not match its folder '{folder}' (the folder must be named after the tool)")
     tool.name = name
-    tool.display = _text(ctx, get("display"), "display")
-    tool.intent = _text(ctx, get("intent"), "intent")
-    tool.method = _text(ctx, get("method"), "method")
-    ex_node = get("executor")
+    tool.display = _text(ctx, fields["display"][1], "display")
+    tool.intent = _text(ctx, fields["intent"][1], "intent")
+    tool.method = _text(ctx, fields["method"][1], "method")
+    ex_node = fields["executor"][1]
     executor = _text(ctx, ex_node, "executor")
     if executor not in EXECUTORS:
         raise ctx.fail(ex_node, f"unknown executor '{executor}'; expected one of: {', '.join(EXECUTORS)}")
     tool.executor = executor
-    tool.author = _text(ctx, get("author"), "author")
-    created_node = get("created")
+    tool.author = _text(ctx, fields["author"][1], "author")
+    created_node = fields["created"][1]
     created = _text(ctx, created_node, "created")
     if not _DATE_RE.fullmatch(created):
         raise ctx.fail(created_node, f"created must be a date YYYY-MM-DD, found '{created}'")
@@ -395,9 +445,9 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     except ValueError:
         raise ctx.fail(created_node, f"created '{created}' is not a real date: expected a calendar date YYYY-MM-DD") from None
     tool.created = created
-    tool.why = _text(ctx, get("why"), "why")
+    tool.why = _text(ctx, fields["why"][1], "why")
 
-    schema_node = get("params_schema")
+    schema_node = fields["params_schema"][1]
     schema = {} if schema_node.kind == "null" else _entries(ctx, schema_node, "params_schema", None)
     for pname, (key, pnode) in schema.items():
         _param(ctx, key, pnode, tool.params_schema[pname])
@@ -406,9 +456,9 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
     constraints = tool.constraints
     constraints.timeout_ms = DEFAULT_TIMEOUT_MS
     constraints.max_output_bytes = DEFAULT_MAX_OUTPUT_BYTES
-    cnode = get("constraints")
+    cnode = fields["constraints"][1]
     if cnode.kind != "null":
-        cfields = _entries(ctx, cnode, "constraints", _CONSTRAINT_KEYS)
+        cfields = _entries(ctx, cnode, "constraints", _ALLOWED_CONSTRAINTS)
         if "timeout_ms" in cfields:
             constraints.timeout_ms = _int(ctx, cfields["timeout_ms"][1], "timeout_ms", minimum=1)
         if "max_output_bytes" in cfields:
@@ -418,18 +468,18 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
 
     tool.version = DEFAULT_VERSION
     if "version" in fields:
-        vnode = get("version")
+        vnode = fields["version"][1]
         version = _text(ctx, vnode, "version")
         if not _SEMVER_RE.fullmatch(version):
             raise ctx.fail(vnode, f"version must be a semantic version such as 1.2.0, found '{version}'")
         tool.version = version
     if "trigger_keywords" in fields:
-        tool.trigger_keywords.extend(_text_list(ctx, get("trigger_keywords"), "trigger_keywords"))
+        tool.trigger_keywords.extend(_text_list(ctx, fields["trigger_keywords"][1], "trigger_keywords"))
     if "non_goals" in fields:
-        tool.non_goals.extend(_non_goals(ctx, get("non_goals")))
+        tool.non_goals.extend(_non_goals(ctx, fields["non_goals"][1]))
     perms = tool.permissions
-    if "permissions" in fields and get("permissions").kind != "null":
-        pfields = _entries(ctx, get("permissions"), "permissions", _PERMISSION_FLAGS + _PERMISSION_LISTS)
+    if "permissions" in fields and fields["permissions"][1].kind != "null":
+        pfields = _entries(ctx, fields["permissions"][1], "permissions", _ALLOWED_PERMISSIONS)
         for flag in _PERMISSION_FLAGS:
             if flag in pfields:
                 setattr(perms, flag, _bool(ctx, pfields[flag][1], f"permissions.{flag}"))
@@ -437,11 +487,11 @@ def build(header: Any, root: Node, path: str, source: bytes | str, folder: str |
             if lst in pfields:
                 getattr(perms, lst).extend(_text_list(ctx, pfields[lst][1], f"permissions.{lst}"))
     if "retry" in fields:
-        tool.retry = _int(ctx, get("retry"), "retry", minimum=0)
+        tool.retry = _int(ctx, fields["retry"][1], "retry", minimum=0)
     if "endpoint" in fields:
-        tool.endpoint = _text(ctx, get("endpoint"), "endpoint")
+        tool.endpoint = _text(ctx, fields["endpoint"][1], "endpoint")
     if "command" in fields:
-        cnode = get("command")
+        cnode = fields["command"][1]
         if executor != "shell":
             raise ctx.fail(fields["command"][0], f"command is only for executor: shell (this tool uses {executor}): expected no command here")
         tool.command = _command(ctx, cnode, tool)

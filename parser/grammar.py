@@ -2,8 +2,9 @@
 
 ``hdlp.lark`` is the one definition of the syntax: lark builds its LALR
 table here, the pure twin runs lark's own parser over it, and the compiled
-twin (``_speedups.run_lalr``) walks the very same table and calls the very
-same rule callbacks. Syntax errors are worded here, once, for both.
+twin (``_speedups``) walks the very same table and calls the very
+same rule shapes, read from lark (``lalr_program``). Syntax errors are
+worded here, once, for both.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any, Iterable
 from lark import Lark
 from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer
+from lark.parse_tree_builder import maybe_create_child_filter
 
 from .errors import ParseError
 from .nodes import Rules
 
-__all__ = ["GRAMMAR_PATH", "lark_parser", "lalr_table", "parse_tokens", "syntax_error"]
+__all__ = ["GRAMMAR_PATH", "lark_parser", "lalr_program", "parse_tokens", "syntax_error"]
 
 GRAMMAR_PATH = Path(__file__).with_name("hdlp.lark")
 
@@ -63,31 +65,86 @@ def lark_parser() -> Lark:
                 lexer=_ExternalLexer, transformer=Rules(), start="start")
 
 
-@functools.cache
-def lalr_table() -> tuple:
-    """(actions, start_state, end_state, reductions) for the compiled driver.
+def _rule_shape(rule: Any, placeholders: bool) -> tuple:
+    """What lark's callback wrappers do to a rule's children, as data.
 
-    ``actions[state]`` maps a terminal or rule name to (is_shift, target):
-    the next state for a shift, the index in ``reductions`` for a reduce.
-    ``reductions[i]`` is (rule name, number of children, callback).
+    Returns (callback name, expand_single, include, append_none): ``include``
+    lists (child index, splice it, Nones to put before it) for the children
+    that reach the callback, or is None when they all do, untouched. This is
+    lark's own ``maybe_create_child_filter``, asked rather than re-derived.
     """
-    inner = lark_parser().parser.parser.parser  # frontend -> LALR_Parser -> _Parser
+    opts = rule.options
+    name = str(rule.alias or opts.template_source or rule.origin.name)
+    wrap = maybe_create_child_filter(rule.expansion, opts.keep_all_tokens, False,
+                                     opts.empty_indices if placeholders else None)
+    include: tuple | None = None
+    append_none = 0
+    if wrap is not None:
+        shape = wrap.args[0]
+        include = tuple((e[0], bool(e[1]), e[2] if len(e) > 2 else 0) for e in shape)
+        append_none = wrap.args[1] if len(wrap.args) > 1 else 0
+    return name, bool(opts.expand1 and not rule.alias), include, append_none
+
+
+@functools.cache
+def lalr_program(terminals: tuple[str, ...], known: frozenset[str]) -> tuple:
+    """hdlp.lark's LALR table and rule shapes as plain ints, for the compiled driver.
+
+    ``terminals`` are the compiled lexer's token kinds in its numbering
+    (``$END`` included); rule names are numbered after them. ``known`` is the
+    set of rule callbacks the compiled twin implements; a rule whose callback
+    is neither known nor lark's own (a ``_helper`` whose children its parent
+    splices, or a ``?rule`` that always has one child) cannot be run there,
+    which is an error now rather than a wrong tree later.
+
+    Returns ``(names, action, start_state, end_state, rules)``: ``action`` is
+    flat, ``nstates * len(names)`` entries, 0 for an error, ``s + 1`` to shift
+    or go to state s, ``-(r + 1)`` to reduce by rule r; ``rules[r]`` is
+    ``(lhs, size, callback, include, append_none)``: the rule's symbol
+    number, how many values it pops, the name of its callback ("" for a
+    helper, whose children become a list that its parent splices, "?" for a
+    single child passed through) and its child filter (see ``_rule_shape``).
+    """
+    lark = lark_parser()
+    inner = lark.parser.parser.parser
     table = inner.parse_table
-    rules: dict[Any, int] = {}
-    reductions: list[tuple] = []
-    actions: list[dict] = [None] * len(table.states)  # type: ignore[list-item]
+    names = list(terminals)
+    ids = {name: i for i, name in enumerate(names)}
+    for row in table.states.values():
+        for sym in row:
+            if str(sym) not in ids:
+                if str(sym).isupper():
+                    raise RuntimeError(f"terminal {sym} of hdlp.lark is not produced by the compiled lexer")
+                ids[str(sym)] = len(names)
+                names.append(str(sym))
+    method_names = {name for name in vars(Rules) if not name.startswith("_")}
+    if method_names - set(known):
+        raise RuntimeError(f"the compiled twin lacks rule callbacks: {sorted(method_names - set(known))}")
+    rule_ids: dict[Any, int] = {}
+    rules: list[tuple] = []
+    nsyms = len(names)
+    action = [0] * (len(table.states) * nsyms)
     for state, row in table.states.items():
-        out = {}
-        for sym, (action, arg) in row.items():
-            if action.name == "Shift":
-                out[sym] = (True, arg)
-            else:
-                if arg not in rules:
-                    rules[arg] = len(reductions)
-                    reductions.append((arg.origin.name, len(arg.expansion), inner.callbacks[arg]))
-                out[sym] = (False, rules[arg])
-        actions[state] = out
-    return actions, table.start_states["start"], table.end_states["start"], reductions
+        for sym, (act, arg) in row.items():
+            at = state * nsyms + ids[str(sym)]
+            if act.name == "Shift":
+                action[at] = arg + 1
+                continue
+            if arg not in rule_ids:
+                name, single, include, append_none = _rule_shape(arg, lark.options.maybe_placeholders)
+                if single and name in method_names:
+                    raise RuntimeError(f"?rule {arg} with a callback: the compiled twin does not expand it")
+                if name not in method_names:
+                    if single and include is None and len(arg.expansion) == 1:
+                        name = "?"  # ExpandSingleChild over one child: the child itself
+                    elif arg.origin.name.startswith("_"):
+                        name = ""  # lark's Tree, which the parent's filter splices
+                    else:
+                        raise RuntimeError(f"rule {arg} has no callback the compiled twin can run")
+                rule_ids[arg] = len(rules)
+                rules.append((ids[arg.origin.name], len(arg.expansion), name, include, append_none))
+            action[at] = -(rule_ids[arg] + 1)
+    return (tuple(names), action, table.start_states["start"], table.end_states["start"], rules)
 
 
 def syntax_error(path: str, token: Any, expected: Iterable[str]) -> ParseError:

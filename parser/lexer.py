@@ -20,6 +20,7 @@ _DIGITS = frozenset("0123456789")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
 _HEX = frozenset("0123456789abcdefABCDEF")
 MULTILINE_HINT = " (text over several lines is written as  key: |  with the lines indented below it)"
+EMPTY_ERROR = "empty file: expected the tool definition (name: ..., display: ..., ...)"
 FOLDED_ERROR = "folded block text '>' is not part of TOOL.hdlp: expected '|' (the lines are kept as written)"
 ESCAPE_HELP = "expected one of \\\" \\\\ \\/ \\n \\t \\r \\b \\f \\0 \\uXXXX \\UXXXXXXXX; for a regex use single quotes or unquoted text"
 

@@ -3,6 +3,12 @@
 The rule callbacks below run during the LALR parse (no tree is built), so a
 value is ready the moment its rule is reduced. Every value keeps the line and
 column it came from, because the builder's errors must point there.
+
+The constructors (``scalar_node`` ... ``map_node``) are the one source of how
+a value is made. ``Rules`` adapts them to lark's callback shape for the pure
+twin; the compiled twin compiles this very file as ``parser._nodes``
+(``_nodes.pxd`` types it) and calls the constructors straight from its LALR
+driver, so the twins cannot drift.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from typing import Any
 
 from lark import Transformer
 
-__all__ = ["Node", "Rules"]
+__all__ = ["Node", "Rules", "block_node", "flow_node", "map_node", "null_node", "scalar_node"]
 
 
 class Node:
@@ -35,57 +41,94 @@ class Node:
         return f"Node({self.kind}, {self.value!r}, {self.line}:{self.column})"
 
 
-def _scalar(tok: Any) -> Node:
-    t = tok.type
-    v = tok.value
-    if t == "STRING":
-        return Node("str", v, tok.line, tok.column, v)
-    if t == "TEXT":
-        return Node("text", v, tok.line, tok.column, v)
-    if t == "INT":
+def _new(kind: str, value: Any, line: int, column: int, raw: str) -> Node:
+    """A Node without the call to ``__init__``: compiled, this is a plain
+    allocation and five stores (``_nodes.pxd``), which the parse does ~70 times a file."""
+    node = Node.__new__(Node)
+    node.kind = kind
+    node.value = value
+    node.line = line
+    node.column = column
+    node.raw = raw
+    return node
+
+
+def scalar_node(terminal: str, value: str, line: int, column: int) -> Node:
+    """A scalar from its terminal (STRING, TEXT, INT, FLOAT, TRUE or FALSE) and its text."""
+    if terminal == "STRING":
+        return _new("str", value, line, column, value)
+    if terminal == "TEXT":
+        return _new("text", value, line, column, value)
+    if terminal == "INT":
         # Past 40 characters the value is out of any range (the builder says
         # so); this also keeps clear of Python's limit on int() of long text.
-        value = int(v) if len(v) <= 40 else (-1 if v[0] == "-" else 1) * 2**128
-        return Node("int", value, tok.line, tok.column, v)
-    if t == "FLOAT":
-        return Node("float", float(v), tok.line, tok.column, v)
-    return Node("bool", t == "TRUE", tok.line, tok.column, v)
+        number = int(value) if len(value) <= 40 else (-1 if value[0] == "-" else 1) * 2**128
+        return _new("int", number, line, column, value)
+    if terminal == "FLOAT":
+        return _new("float", float(value), line, column, value)
+    return _new("bool", terminal == "TRUE", line, column, value)
+
+
+def block_node(value: str, line: int, column: int) -> Node:
+    """``key: |`` block text, positioned at its ``|``."""
+    return _new("block", value, line, column, value)
+
+
+def flow_node(kind: str, items: list, line: int, column: int) -> Node:
+    """A flow map (items are (key, Node)) or list at its opening bracket; the
+    ``None`` lark puts in for an empty ``[]``/``{}`` is dropped."""
+    return _new(kind, [c for c in items if c is not None], line, column, "")
+
+
+def null_node(line: int, column: int) -> Node:
+    """``key:`` with nothing after it and nothing below, positioned just after the colon."""
+    return _new("null", None, line, column, "")
+
+
+def map_node(entries: list) -> Node:
+    """A block of entries, (key token, Node) each, positioned at its first key."""
+    first = entries[0][0]
+    return _new("map", entries, first.line, first.column, "")
 
 
 class Rules(Transformer):
-    """One method per rule of ``hdlp.lark``; lark calls them as it reduces."""
+    """One method per rule of ``hdlp.lark``; lark calls them as it reduces.
+
+    The compiled twin dispatches the same rule names to the same constructors
+    (``_speedups`` refuses to load if this list and its own disagree).
+    """
 
     def scalar(self, children: list) -> Node:
-        return _scalar(children[0])
+        tok = children[0]
+        return scalar_node(tok.type, tok.value, tok.line, tok.column)
 
     def pair(self, children: list) -> tuple:
         return (children[0], children[1])
 
     def flow_map(self, children: list) -> Node:
         opener = children[0]
-        return Node("map", [c for c in children[1:] if c is not None], opener.line, opener.column)
+        return flow_node("map", children[1:], opener.line, opener.column)
 
     def flow_list(self, children: list) -> Node:
         opener = children[0]
-        return Node("list", [c for c in children[1:] if c is not None], opener.line, opener.column)
+        return flow_node("list", children[1:], opener.line, opener.column)
 
     def scalar_entry(self, children: list) -> tuple:
         return (children[0], children[1])
 
     def block_text_entry(self, children: list) -> tuple:
         tok = children[1]
-        return (children[0], Node("block", tok.value, tok.line, tok.column, tok.value))
+        return (children[0], block_node(tok.value, tok.line, tok.column))
 
     def nested_entry(self, children: list) -> tuple:
         return (children[0], children[1])
 
     def empty_entry(self, children: list) -> tuple:
         key = children[0]
-        return (key, Node("null", None, key.line, key.column + len(key.value) + 1))
+        return (key, null_node(key.line, key.column + len(key.value) + 1))
 
     def mapping(self, children: list) -> Node:
-        first = children[0][0]
-        return Node("map", children, first.line, first.column)
+        return map_node(children)
 
     def header(self, children: list) -> Any:
         return children[0]
