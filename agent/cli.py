@@ -44,15 +44,31 @@ def _vocabulary(args: argparse.Namespace) -> Any:
     return matcher.load_vocabulary(extra) if extra else None
 
 
+def _config(args: argparse.Namespace) -> Any:
+    """The --config file, checked; a broken one stops the command with the reason (never a secret)."""
+    from . import config
+
+    path = getattr(args, "config", None)
+    if not path:
+        return None
+    try:
+        return config.load(path)
+    except config.ConfigError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def _local_agent(args: argparse.Namespace) -> Any:
+    from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
 
+    executors = Executors(_config(args))
     registry = Registry(_roots(args), vocabulary=_vocabulary(args))
     snap = registry.rescan()
     for err in snap.errors:
         print(f"bitong: {err}", file=sys.stderr)
-    return ToolAgent(registry, threshold=getattr(args, "threshold", None))
+    return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
 def _stub(address: str) -> Any:
@@ -256,8 +272,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
-    _run(serve(_roots(args), args.listen, vocabulary=_vocabulary(args), threshold=args.threshold,
-               poll_s=args.poll, grace_s=args.grace))
+    _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
+               threshold=args.threshold, poll_s=args.poll, grace_s=args.grace))
     return 0
 
 
@@ -277,6 +293,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--vocabulary", action="append", metavar="FILE",
                        help="an extra synonym vocabulary for matching; repeat for more")
         p.add_argument("--threshold", type=float, default=None, help="the score below which Match says found=false")
+        p.add_argument("--config", metavar="FILE",
+                       help="the TOML config: endpoints, where tokens come from, defaults (see README)")
 
     p = sub.add_parser("serve", help="run the gRPC sidecar")
     roots(p)

@@ -20,6 +20,8 @@ from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
 from .cache import CacheAgent
+from .config import Config
+from .executors import Executors
 from .executors.base import STDOUT
 from .registry import Registry
 from .service import ToolAgent
@@ -85,11 +87,12 @@ class Servicer(pb_grpc.ToolAgentServicer):
 class Sidecar:
     """A running server: the registry, its cache agent, and the gRPC endpoint."""
 
-    def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, vocabulary: Any = None,
-                 threshold: float | None = None, poll_s: float = 0.5, grace_s: float = 30.0) -> None:
+    def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
+                 vocabulary: Any = None, threshold: float | None = None, poll_s: float = 0.5,
+                 grace_s: float = 30.0) -> None:
         self.registry = Registry(roots, vocabulary=vocabulary)
         self.cache = CacheAgent(self.registry, poll_s=poll_s)
-        self.agent = ToolAgent(self.registry, threshold=threshold)
+        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold)
         self.listen = listen
         self.grace_s = grace_s
         self.server: grpc.aio.Server | None = None

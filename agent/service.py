@@ -18,8 +18,9 @@ from typing import Any, Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
-from . import executors, matcher, params
+from . import allowlist, matcher, params
 from .confirm import ConfirmBook
+from .executors import Executors
 from .executors.base import Outcome, Sink
 from .registry import Registry
 
@@ -34,9 +35,10 @@ MAX_TOP_K = 20
 class ToolAgent:
     """Match and Call over a registry's current snapshot."""
 
-    def __init__(self, registry: Registry, *, confirm: ConfirmBook | None = None,
-                 threshold: float | None = None) -> None:
+    def __init__(self, registry: Registry, *, executors: Executors | None = None,
+                 confirm: ConfirmBook | None = None, threshold: float | None = None) -> None:
         self.registry = registry
+        self.executors = executors or Executors()
         self.confirm = confirm or ConfirmBook()
         self.threshold = threshold
 
@@ -79,10 +81,13 @@ class ToolAgent:
         result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor)
 
         checked = params.validate(tool, raw_params)
-        if checked.errors:
-            for problem in checked.errors:
-                result.param_errors.add(param=problem.param, message=problem.message)
-            names = ", ".join(p.param for p in checked.errors)
+        # A path outside the tool's allow-list is a bad parameter: refuse it
+        # before any confirmation is asked for (the executor checks again).
+        problems = [(p.param, p.message) for p in checked.errors] or list(allowlist.check(tool, checked.params))
+        if problems:
+            for param, message in problems:
+                result.param_errors.add(param=param, message=message)
+            names = ", ".join(param for param, _ in problems)
             result.error = f"invalid parameters: {names}"
             log.info("call %s: invalid parameters %s", tool.name, names)
             return result
@@ -103,15 +108,9 @@ class ToolAgent:
                 log.info("call %s: confirmation refused (%s)", tool.name, result.error)
                 return result
 
-        try:
-            runner = executors.get(tool.executor)
-        except LookupError as exc:
-            result.error = str(exc)
-            return result
-
         tool_deadline = started + tool.constraints.timeout_ms / 1000.0
         effective = tool_deadline if deadline is None else min(deadline, tool_deadline)
-        outcome = await runner.run(tool, checked.params, deadline=effective, sink=sink)
+        outcome = await self.executors.run(tool, checked.params, deadline=effective, sink=sink)
         _fill(result, outcome)
         if outcome.timed_out and deadline is not None and deadline < tool_deadline:
             result.error = (f"{result.error} (the caller's deadline, shorter than the tool's "
@@ -128,6 +127,7 @@ def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.stderr = outcome.stderr
     result.error = outcome.error
     result.exit_code = outcome.exit_code
+    result.http_status = outcome.http_status
     result.signal = outcome.signal
     result.duration_ms = outcome.duration_ms
     result.timed_out = outcome.timed_out
@@ -136,3 +136,5 @@ def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.attempts = outcome.attempts
     result.streamed_stdout_bytes = outcome.streamed_stdout_bytes
     result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
+    for param, message in outcome.param_errors:
+        result.param_errors.add(param=param, message=message)

@@ -12,6 +12,8 @@ import pytest
 
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
+pytest_plugins = ("fakes.fixtures",)   # define, token, server, runners: the executor tests' fixtures
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "tools"
 # CI clones the repository next to a copy of shared/; so does a developer's checkout.

@@ -22,6 +22,15 @@ Rules every executor keeps:
   the bytes sent.
 * A failure of the tool is ``ok=False`` with its real stderr and exit code;
   ``error`` says in words what happened. Executors raise only for bugs.
+* ``retryable=True`` marks a failure that is safe to try again: nothing
+  happened at the other end (a connection refused) or the other end said
+  so (HTTP 503; a 502 or 504 only for an idempotent request: a gateway
+  that gave up on a POST may have passed it on), and nothing reached the
+  sink. Only then
+  does the tool's ``retry`` allow another attempt (see ``retry.py``); an
+  executor that cannot know (a process that failed) never sets it.
+* ``param_errors`` names parameters refused before anything ran (a path
+  outside the tool's allow-list), as ``(param, message)`` pairs.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class Outcome:
     stderr: bytes = b""
     error: str = ""
     exit_code: int = 0
+    http_status: int = 0  # HTTP executors: the response status (0: no response, or not HTTP)
     signal: int = 0
     duration_ms: int = 0
     timed_out: bool = False
@@ -57,6 +67,8 @@ class Outcome:
     attempts: int = 1
     streamed_stdout_bytes: int = 0
     streamed_stderr_bytes: int = 0
+    retryable: bool = False
+    param_errors: tuple[tuple[str, str], ...] = ()
 
 
 class Executor(Protocol):

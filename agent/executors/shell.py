@@ -70,8 +70,8 @@ from bitong.v1.agent_pb2 import ToolDef
 
 from .base import STDERR, STDOUT, Outcome, Sink
 
-__all__ = ["ShellExecutor", "TemplateError", "render_argv", "check_command", "runtime_dir", "child_env",
-           "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
+__all__ = ["ShellExecutor", "TemplateError", "render_argv", "render_value", "check_command", "run_process",
+           "runtime_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
@@ -81,6 +81,7 @@ ENV_PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_AL
 """The only variables a tool sees from the server's environment (which may hold tokens)."""
 
 DEFAULT_MAX_OUTPUT = 65536
+_HAVE_PIDFD = hasattr(os, "pidfd_open")
 _READ_SIZE = 256 * 1024
 _REAP_GRACE_S = 5.0
 # The same rule as parser/build.py's _PLACEHOLDER_RE, which checks the names at
@@ -136,8 +137,8 @@ def check_command(tool: ToolDef) -> list[str]:
     return problems
 
 
-def _render_value(value: Any) -> str:
-    """One parameter value as argument text (see the module docstring)."""
+def render_value(value: Any) -> str:
+    """One parameter value as argument text (see the module docstring); HTTP executors use it for URLs."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -166,7 +167,7 @@ def render_argv(tool: ToolDef, params: dict[str, Any]) -> list[str]:
                 value = params.get(name)
                 if value is None:
                     break  # absent optional parameter: drop this whole token
-                pieces.append(_render_value(value))
+                pieces.append(render_value(value))
             else:
                 pieces.append(part)
         else:
@@ -418,7 +419,7 @@ class ShellExecutor:
 
     def __init__(self, *, use_pidfd: bool | None = None) -> None:
         # None: use a pidfd where the OS has one (Linux 5.3+), else a waiting thread.
-        self.use_pidfd = hasattr(os, "pidfd_open") if use_pidfd is None else use_pidfd
+        self.use_pidfd = _HAVE_PIDFD if use_pidfd is None else use_pidfd
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -428,49 +429,70 @@ class ShellExecutor:
             argv = render_argv(tool, params)
         except TemplateError as exc:
             return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
-        if deadline <= started:
-            return Outcome(ok=False, timed_out=True,
-                           error="timed out before start: the deadline had already passed; nothing ran")
-        cwd = runtime_dir(tool)
-        cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
-        loop = asyncio.get_running_loop()
+        return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started)
+
+
+async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, sink: Sink | None = None,
+                      use_pidfd: bool | None = None, stdin: int | None = None,
+                      env: dict[str, str] | None = None, started: float | None = None) -> Outcome:
+    """Run ``argv`` for ``tool`` under every rule of the module docstring; the one process runner.
+
+    The ``python`` executor runs its worker through here too, so a handler
+    gets the same group kill, deadline, cap and streaming as a shell tool.
+    ``stdin`` is an fd to give the child (default ``/dev/null``; the caller
+    keeps and closes its own); ``env`` defaults to :func:`child_env`;
+    ``started`` is when the caller began the call (default: now), which
+    ``duration_ms`` and the timeout's words count from.
+    Raises only CancelledError (and the sink's errors).
+    """
+    if started is None:
+        started = time.monotonic()
+    if deadline <= started:
+        return Outcome(ok=False, timed_out=True,
+                       error="timed out before start: the deadline had already passed; nothing ran")
+    cwd = runtime_dir(tool)
+    cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
+    loop = asyncio.get_running_loop()
+    if env is None:
         env = child_env(tool)
+    if use_pidfd is None:
+        use_pidfd = _HAVE_PIDFD
+    try:
+        if cwd not in _made_dirs:
+            os.makedirs(cwd, exist_ok=True)
+            _made_dirs.add(cwd)
         try:
-            if cwd not in _made_dirs:
-                os.makedirs(cwd, exist_ok=True)
-                _made_dirs.add(cwd)
-            try:
-                proc, out_fd, err_fd = _spawn(argv, cwd, env)
-            except FileNotFoundError as exc:
-                if exc.filename != cwd:
-                    raise
-                os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
-                proc, out_fd, err_fd = _spawn(argv, cwd, env)
-        except (OSError, ValueError) as exc:
-            return _not_started(argv, cwd, exc, started)
-        run = _Run(loop, proc, out_fd, err_fd, cap, sink, self.use_pidfd)
-        timeout = asyncio.timeout(deadline - time.monotonic())
-        timed_out = False
+            proc, out_fd, err_fd = _spawn(argv, cwd, env, stdin)
+        except FileNotFoundError as exc:
+            if exc.filename != cwd:
+                raise
+            os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
+            proc, out_fd, err_fd = _spawn(argv, cwd, env, stdin)
+    except (OSError, ValueError) as exc:
+        return _not_started(argv, cwd, exc, started)
+    run = _Run(loop, proc, out_fd, err_fd, cap, sink, use_pidfd)
+    timeout = asyncio.timeout(deadline - time.monotonic())
+    timed_out = False
+    try:
         try:
-            try:
-                async with timeout:
-                    await run.wait()
-            except TimeoutError:
-                if not timeout.expired():
-                    raise
-                timed_out = True
-                run.kill()
-                await _reaped(run)
-                run.drain()
-        except BaseException:
-            run.kill()  # cancellation, or the sink failed: nothing may outlive the call
-            try:
-                await _reaped(run)
-            finally:
-                run.close()
-            raise
-        run.close()
-        return _outcome(run, started, timed_out, deadline)
+            async with timeout:
+                await run.wait()
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            timed_out = True
+            run.kill()
+            await _reaped(run)
+            run.drain()
+    except BaseException:
+        run.kill()  # cancellation, or the sink failed: nothing may outlive the call
+        try:
+            await _reaped(run)
+        finally:
+            run.close()
+        raise
+    run.close()
+    return _outcome(run, started, timed_out, deadline)
 
 
 async def _reaped(run: _Run) -> None:
@@ -488,13 +510,14 @@ async def _reaped(run: _Run) -> None:
         pass
 
 
-def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int, int]:
+def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str],
+           stdin: int | None = None) -> tuple[subprocess.Popen[bytes], int, int]:
     """Popen with our own pipes, so the read ends are plain non-blocking fds the loop can watch."""
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     try:
-        proc = subprocess.Popen(argv, stdin=_devnull(), stdout=out_w, stderr=err_w, cwd=cwd, env=env,
-                                close_fds=True, start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=_devnull() if stdin is None else stdin, stdout=out_w, stderr=err_w,
+                                cwd=cwd, env=env, close_fds=True, start_new_session=True)
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)

@@ -63,7 +63,8 @@ def test_tools_json_is_one_sorted_array_in_the_proto_json_mapping(tools_root: Pa
     out = bitong("tools", "--tools", str(tools_root), "--json", check=True).stdout
     tools = json.loads(out)
     names = [t["name"] for t in tools]
-    assert names == sorted(names) == ["file-read", "file-write", "git-ops", "http-request", "shell-exec"]
+    assert names == sorted(names) == ["file-read", "file-stats", "file-write", "git-ops", "http-request",
+                                      "scheduled-reminder", "shell-exec"]
     shell = tools[names.index("shell-exec")]
     assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False}
     assert len(shell["content_sha256"]) == 64

@@ -16,7 +16,8 @@ def test_scan_loads_every_tool_folder_and_ignores_other_entries(tools_root: Path
     (tools_root / ".hidden").mkdir()
     (tools_root / "README.md").write_text("not a tool")
     snap = Registry([str(tools_root)]).rescan()
-    assert sorted(snap.tools) == ["file-read", "file-write", "git-ops", "http-request", "shell-exec"]
+    assert sorted(snap.tools) == ["file-read", "file-stats", "file-write", "git-ops", "http-request",
+                                  "scheduled-reminder", "shell-exec"]
     assert snap.errors == ()
 
 

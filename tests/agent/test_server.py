@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -17,6 +18,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent.matcher import SUGGESTION
+from conftest import tool_text
 from bitong.v1 import agent_pb2 as pb
 
 WriteTool = Callable[..., Path]
@@ -198,7 +200,7 @@ async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub,
     result = await stub.Call(request("slow", pidfile=str(pidfile)))
     assert result.timed_out and not result.ok
     assert result.output == b"started\n"
-    assert "300" in result.error
+    assert re.search(r"timed out after (29\d|300) ms", result.error), result.error   # counted from the executor's start
     grandchild = int(pidfile.read_text())
     assert not _alive(grandchild), "the whole process group must be killed"
 
@@ -274,3 +276,20 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+async def test_a_path_outside_the_allow_list_is_refused_before_any_confirmation(
+        stub, write_tool: WriteTool, tmp_path: Path) -> None:
+    text = tool_text("guarded-rm", command="rm -- {path}", confirm=True,
+                     params="{ path: { type: string, required: true, normalize: [path] } }")
+    text = text.replace("author:", f'permissions: {{ fs_write: true, fs_write_paths: ["{tmp_path}/**"] }}\nauthor:')
+    write_tool("guarded-rm", text)
+
+    async def loaded() -> bool:
+        return (await stub.Call(request("guarded-rm", path=str(tmp_path / "x")))).needs_confirmation
+
+    assert await until(loaded, within=1.0)
+    outside = await stub.Call(request("guarded-rm", path="/etc/hostname"))
+    assert not outside.ok and not outside.needs_confirmation and not outside.confirm_token
+    assert [p.param for p in outside.param_errors] == ["path"]
+    assert "fs_write_paths" in outside.param_errors[0].message

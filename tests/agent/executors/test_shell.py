@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import select
 import sys
 import time
@@ -228,7 +229,8 @@ def test_timeout_kills_the_group_and_keeps_output_so_far(run: Runner[Outcome], s
     out = run(shell.run(tool, {}, deadline=started + 0.5))
     assert out.timed_out and not out.ok
     assert out.exit_code == -9 and out.signal == 9
-    assert "timed out after 500 ms" in out.error
+    # The budget is counted from the executor's own start, a hair after the test's (a new loop in between).
+    assert re.search(r"timed out after (49\d|500) ms", out.error), out.error
     assert out.stderr == b"warming up\n"
     leader, grandchild = map(int, out.stdout.split())
     assert gone(grandchild) and gone(leader)
@@ -373,15 +375,11 @@ def test_a_failing_sink_propagates_and_kills_the_group(run: Runner[None], make_t
 # ---------------------------------------------------------------- the registry
 
 
-def test_registry_knows_shell_and_names_the_missing_ones() -> None:
+def test_registry_runs_every_executor_the_format_names() -> None:
+    # Issue 4 ships every executor, so none is "not available in this build" any more.
     assert isinstance(executors.get("shell"), ShellExecutor)
-    assert executors.available() == ("shell",)
-    for name in ("gatekeeper", "hlpd-api", "git-forgejo", "http", "python"):
-        with pytest.raises(LookupError) as info:
-            executors.get(name)
-        assert str(info.value) == f"executor {name} is not available in this build"
+    assert executors.available() == tuple(sorted(executors.KNOWN))
     with pytest.raises(executors.ExecutorUnavailable, match="unknown executor 'ftp'"):
         executors.get("ftp")
     for name in executors.__all__:
         assert hasattr(executors, name), name
-

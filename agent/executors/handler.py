@@ -1,0 +1,168 @@
+"""The ``python`` executor: call a function of the tool's own ``handler.py``.
+
+Seed 002 §3: a tool folder holds its definition and a ``handler.py`` whose
+function takes the declared params by name and returns JSON-able data::
+
+    tools/file-stats/
+      TOOL.hdlp        method: run, executor: python
+      handler.py       def run(path: str, recursive: bool = False) -> dict: ...
+
+* The function is the one the tool's ``method:`` names (seed 002 calls it
+  ``run``, the convention for a tool with one entry point; ``method`` is a
+  required field, so there is no silent fallback: a misspelt method answers
+  that the function does not exist, it never runs another one). It gets
+  the validated, coerced, normalized params as keyword arguments (absent
+  optional params are left out, so the function's own defaults apply); it
+  may be a coroutine function.
+* It never runs inside the server: each call is a fresh interpreter
+  (``python -I -S -B``, the worker in :mod:`.handler_worker`), started,
+  bounded and killed exactly like a shell tool (:func:`.shell.run_process`:
+  its own process group, the deadline, cancellation, the output cap,
+  streaming), so a handler that hangs, leaks or crashes takes nothing of
+  the server with it, and two calls never share state (seed 002 §4.3).
+  A call costs about 25 ms here (interpreter start-up and the ``json``
+  import are most of it); handlers do file and API work measured in the
+  same unit.
+* Its working directory is the tool's ``runtime/`` folder (seed 002 §4.3,
+  third pitfall); ``BITONG_TOOL_DIR`` is the tool's folder. The environment
+  is the shell executor's minimal one (no server secrets), plus
+  ``BITONG_FS_READ_PATHS`` and ``BITONG_FS_WRITE_PATHS``: the tool's
+  allow-lists as JSON arrays, for :func:`agent.allowlist.require`.
+* ``sys.path`` starts with the tool's folder, then the folder holding the
+  ``agent`` package (so a handler may ``from agent.allowlist import
+  require``), then the server interpreter's site-packages (without running
+  their ``.pth`` files). ``[python] interpreter`` in the config picks
+  another interpreter, which then uses its own site setup.
+* Output: the JSON of the return value (UTF-8, not ASCII-escaped). What the
+  handler prints goes to stderr. An exception answers ``ok=False``,
+  ``exit_code`` 1, the traceback in stderr and ``error`` "handler raised
+  ValueError: ..."; a handler that cannot be called (no handler.py, an
+  import error, no such function, params its signature does not take)
+  answers exit code 2, a non-JSON return value exit code 3, each with the
+  reason in ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import sys
+import tempfile
+from typing import Any
+
+from bitong.v1.agent_pb2 import ToolDef
+
+from ..allowlist import ENV as ALLOWLIST_ENV
+from ..config import PythonSettings
+from . import handler_worker as worker
+from .base import STDERR, Outcome, Sink
+from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process
+
+__all__ = ["PythonExecutor", "HANDLER_FILE"]
+
+HANDLER_FILE = "handler.py"
+_TAIL = 4096
+
+
+class PythonExecutor:
+    """``executor: python``. Holds only the worker's command line; one instance serves every call."""
+
+    name = "python"
+
+    def __init__(self, settings: PythonSettings = PythonSettings(), *, use_pidfd: bool | None = None) -> None:
+        interpreter = settings.interpreter
+        own = os.path.realpath(interpreter) == os.path.realpath(sys.executable)
+        # -I: no PYTHON* variables, no user site, no script folder on sys.path; -B: no .pyc in tool folders.
+        # -S (own interpreter only): skip site's .pth processing, the bulk of a bare start-up.
+        flags = ["-I", "-S", "-B"] if own else ["-I", "-B"]
+        self.argv = [interpreter, *flags, os.path.abspath(worker.__file__)]
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.paths = [package_parent] + (_site_dirs() if own else [])
+        self.use_pidfd = use_pidfd
+
+    async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
+                  sink: Sink | None = None) -> Outcome:
+        """One call in a fresh worker; see the module docstring and base.py."""
+        src = tool.source_path
+        if not src or src.startswith("<"):
+            return Outcome(ok=False, exit_code=EXIT_CANNOT_RUN,
+                           error="executor python needs the tool's folder (handler.py beside TOOL.hdlp); "
+                                 "this tool was not read from a file")
+        folder = os.path.dirname(os.path.abspath(src))
+        handler = os.path.join(folder, HANDLER_FILE)
+        if not os.path.isfile(handler):
+            return Outcome(ok=False, exit_code=EXIT_CANNOT_RUN,
+                           error=f"executor python: there is no {HANDLER_FILE} in {folder}")
+        payload = json.dumps({"handler": handler, "function": tool.method, "params": params,
+                              "path": [folder, *self.paths]}, ensure_ascii=False).encode("utf-8")
+        env = child_env(tool)
+        env[ALLOWLIST_ENV["fs_read_paths"]] = json.dumps(list(tool.permissions.fs_read_paths))
+        env[ALLOWLIST_ENV["fs_write_paths"]] = json.dumps(list(tool.permissions.fs_write_paths))
+        tail = _Tail(sink) if sink is not None else None
+        fd = _payload_fd(payload)
+        try:
+            outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
+                                        stdin=fd, env=env)
+        finally:
+            os.close(fd)
+        if tail is not None:
+            _explain(outcome, tail.data, True, tool.method)
+        else:
+            cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
+            _explain(outcome, outcome.stderr, len(outcome.stderr) < cap, tool.method)
+        return outcome
+
+
+class _Tail:
+    """A sink in front of the caller's that keeps the end of stderr, where the reason of a failure is."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.data = b""
+
+    async def __call__(self, stream: int, data: bytes) -> None:
+        if stream == STDERR:
+            self.data = (self.data + data)[-_TAIL:]
+        await self.sink(stream, data)
+
+
+def _explain(outcome: Outcome, stderr: bytes, complete: bool, function: str) -> None:
+    """Put the worker's exit status in words (it already is a result; this only names it).
+
+    The reason is stderr's last line; ``complete`` says whether that end was
+    kept (a stderr cut at the cap in Call lost it, a streamed one did not).
+    """
+    if outcome.ok or outcome.timed_out or outcome.signal:
+        return
+    code = outcome.exit_code
+    if code not in (worker.EXIT_RAISED, worker.EXIT_UNUSABLE, worker.EXIT_NOT_JSON):
+        return
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    last = lines[-1] if lines and complete else ""
+    if code == worker.EXIT_RAISED:
+        outcome.error = f"handler raised {last}" if last else \
+            f"handler {function}() raised an exception; the traceback is in stderr"
+    elif code == worker.EXIT_UNUSABLE:
+        outcome.error = last or f"{HANDLER_FILE} cannot be called; the reason is in stderr"
+    else:
+        outcome.error = last or "the handler's return value is not JSON"
+
+
+def _payload_fd(data: bytes) -> int:
+    """The call as a readable fd for the worker's stdin: no pipe to feed, no file left behind."""
+    try:
+        fd = os.memfd_create("bitong-call", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # not Linux: an already unlinked temporary file
+        with tempfile.TemporaryFile() as fh:
+            fd = os.dup(fh.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _site_dirs() -> list[str]:
+    dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+    return list(dict.fromkeys(dirs))

@@ -1,0 +1,146 @@
+"""agent.config: the TOML file, where secrets come from, and every refusal saying what to write."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent import config
+from agent.config import ConfigError, Secret, SecretUnavailable
+
+SECRET = "ghp-very-secret-value-123"
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "bitong.toml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(path)
+
+
+def refused(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        config.load(write(tmp_path, text))
+    return str(info.value)
+
+
+def test_the_readme_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEKEEPER_TOKEN", SECRET)
+    monkeypatch.setenv("FORGEJO_TOKEN", SECRET)
+    secret_file = tmp_path / "gz-token"
+    secret_file.write_text(SECRET + "\n")
+    cfg = config.load(write(tmp_path, f"""
+        [defaults]
+        user_agent = "bitong/0.1.0"
+        retry_backoff_ms = 50
+        retry_backoff_max_ms = 800
+
+        [gatekeeper]
+        default = "BS-SG-001"
+        [gatekeeper.endpoints.BS-SG-001]
+        url = "http://10.0.0.1:3911/"
+        token_env = "GATEKEEPER_TOKEN"
+        [gatekeeper.endpoints.BS-GZ-006]
+        url = "http://10.0.0.6:3910"
+        token_file = "{secret_file}"
+
+        [hlpd-api]
+        url = "http://127.0.0.1:8700/api"
+
+        [git-forgejo]
+        url = "https://git.example.org"
+        token_env = "FORGEJO_TOKEN"
+        owner = "zhuyuan"
+        repo = "native-repo"
+        branch = "main"
+        """))
+    gk = cfg.service("gatekeeper")
+    assert gk.default == "BS-SG-001" and sorted(gk.endpoints) == ["BS-GZ-006", "BS-SG-001"]
+    assert gk.pick("").url == "http://10.0.0.1:3911"                      # trailing slash dropped
+    assert gk.pick("BS-GZ-006").auth_headers() == [("Authorization", f"Bearer {SECRET}")]   # file, stripped
+    fj = cfg.service("git-forgejo").pick("")
+    assert (fj.owner, fj.repo, fj.branch, fj.auth_scheme) == ("zhuyuan", "native-repo", "main", "token")
+    assert cfg.service("hlpd-api").pick("").token is None
+    assert cfg.defaults.retry_backoff_s == 0.05 and cfg.defaults.user_agent == "bitong/0.1.0"
+    assert SECRET not in repr(cfg) and SECRET not in str(gk.pick("BS-GZ-006"))
+
+
+@pytest.mark.parametrize("key", ["token", "password", "api_key", "secret", "gitea-token"])
+def test_a_literal_secret_is_a_load_error_that_never_repeats_it(tmp_path: Path, key: str) -> None:
+    message = refused(tmp_path, f"""
+        [git-forgejo]
+        url = "https://git.example.org"
+        {key} = "{SECRET}"
+        """)
+    assert f"[git-forgejo] {key}: a secret is never written in the config file" in message
+    assert 'token_env = "VARIABLE" or token_file = "/path/to/file"' in message
+    assert SECRET not in message
+
+
+def test_a_url_with_credentials_is_refused_without_repeating_them(tmp_path: Path) -> None:
+    message = refused(tmp_path, f"""
+        [hlpd-api]
+        url = "http://admin:{SECRET}@10.0.0.1/api"
+        """)
+    assert "must not carry a user or password" in message and SECRET not in message
+
+
+def test_token_sources_must_exist_at_load_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOPE_TOKEN", raising=False)
+    message = refused(tmp_path, """
+        [git-forgejo]
+        url = "https://git.example.org"
+        token_env = "NOPE_TOKEN"
+        """)
+    assert message.endswith("[git-forgejo]: the environment variable NOPE_TOKEN holds no token (it is unset or empty)")
+    message = refused(tmp_path, f"""
+        [git-forgejo]
+        url = "https://git.example.org"
+        token_file = "{tmp_path}/missing"
+        """)
+    assert f"cannot read the token from file {tmp_path}/missing: No such file or directory" in message
+
+
+def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("first")
+    secret = Secret("file", str(path))
+    assert secret.reveal() == "first"
+    path.write_text("rotated\n")
+    assert secret.reveal() == "rotated"
+    path.write_text("two\nlines")
+    with pytest.raises(SecretUnavailable, match="contains a line break") as info:
+        secret.reveal()
+    assert "two" not in str(info.value)
+    assert repr(secret) == f"Secret(file {path})"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[gatekeeper]\nurl = \"http://a:1\"\nendpoints = {}\n", "not both"),
+    ("[gatekeeper]\ndefault = \"X\"\n[gatekeeper.endpoints.A]\nurl = \"http://a:1\"\n",
+     "default = 'X' names no endpoint"),
+    ("[gatekeeper]\n[gatekeeper.endpoints.A]\nurl = \"http://a:1\"\n[gatekeeper.endpoints.B]\nurl = \"http://b:1\"\n",
+     None),
+    ("[hlpd-api]\nurll = \"http://a:1\"\n", "unknown key (expected one of: default, endpoints, url, token_env, "
+                                           "token_file, auth_scheme); did you mean 'url'?"),
+    ("[hlpd-api]\nurl = \"ftp://a\"\n", "expected an http:// or https:// URL with a host"),
+    ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
+                       "[hlpd-api], [git-forgejo]); did you mean 'gatekeeper'?"),
+    ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
+    ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
+    ("[hlpd-api\n", "not valid TOML"),
+])
+def test_mistakes_say_what_was_expected(tmp_path: Path, text: str, expected: str | None) -> None:
+    if expected is None:   # two endpoints and no default: fine to load, but a tool must then name one
+        service = config.load(write(tmp_path, text)).service("gatekeeper")
+        with pytest.raises(LookupError, match="names no endpoint and \\[gatekeeper\\] sets no default"):
+            service.pick("")
+        return
+    assert expected in refused(tmp_path, text)
+
+
+def test_no_config_means_no_endpoints() -> None:
+    cfg = config.Config()
+    with pytest.raises(LookupError, match="has no endpoint configured"):
+        cfg.service("git-forgejo").pick("")
