@@ -76,7 +76,7 @@ def _stub(address: str) -> Any:
 
     from bitong.v1 import agent_pb2_grpc as pb_grpc
 
-    from .server import grpc_address
+    from .listen import grpc_address
 
     channel = grpc.insecure_channel(grpc_address(address))
     return pb_grpc.ToolAgentStub(channel)
@@ -261,11 +261,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from . import evaluate
 
     agent = _local_agent(args)
-    misses, summary = evaluate.run(agent.registry.snapshot.index, args.queries, threshold=args.threshold)
+    try:
+        report = evaluate.evaluate(agent.registry.snapshot.index, args.queries, threshold=args.threshold)
+    except evaluate.EvalError as exc:
+        print(f"bitong eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if not args.quiet:
-        for line in misses:
+        for line in report.misses:
             print(line)
-    print(summary)
+    print(report.summary)
     return 0
 
 
@@ -273,18 +277,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
     _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
-               threshold=args.threshold, poll_s=args.poll, grace_s=args.grace))
+               threshold=args.threshold, poll_s=args.poll, grace_s=args.grace, state_path=args.state))
     return 0
 
 
 # ---------------------------------------------------------------- arguments
 
 def _parser() -> argparse.ArgumentParser:
-    from .server import DEFAULT_LISTEN
+    from .listen import DEFAULT_LISTEN
 
     top = argparse.ArgumentParser(prog="bitong", description="笔筒: the tool agent sidecar")
     top.add_argument("--version", action="version", version=_version())
     top.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default: INFO for serve)")
+    # also accepted after the command; SUPPRESS keeps a subcommand from resetting the top-level value
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = top.add_subparsers(dest="command", required=True)
 
     def roots(p: argparse.ArgumentParser) -> None:
@@ -296,14 +303,16 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--config", metavar="FILE",
                        help="the TOML config: endpoints, where tokens come from, defaults (see README)")
 
-    p = sub.add_parser("serve", help="run the gRPC sidecar")
+    p = sub.add_parser("serve", parents=[common], help="run the gRPC sidecar")
     roots(p)
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="ADDR", help=f"host:port or unix:/path (default {DEFAULT_LISTEN})")
     p.add_argument("--poll", type=float, default=0.5, help="poll interval where inotify is unavailable (s)")
     p.add_argument("--grace", type=float, default=30.0, help="how long SIGTERM waits for calls in flight (s)")
+    p.add_argument("--state", metavar="FILE", default=None,
+                   help="keep the registry snapshot here, so a restart re-reads only what changed")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("match", help="intent to the best 1-3 tools")
+    p = sub.add_parser("match", parents=[common], help="intent to the best 1-3 tools")
     roots(p)
     p.add_argument("query", metavar="QUERY", help="the intent, or - to read one query a line from stdin (JSON lines out)")
     p.add_argument("--top-k", type=int, default=3)
@@ -312,7 +321,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--server", metavar="ADDR")
     p.set_defaults(func=cmd_match)
 
-    p = sub.add_parser("call", help="run one registered tool")
+    p = sub.add_parser("call", parents=[common], help="run one registered tool")
     roots(p)
     p.add_argument("tool")
     p.add_argument("params", nargs="*", metavar="key=value", help="key=value (text) or key:=json")
@@ -323,17 +332,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
     p.set_defaults(func=cmd_call)
 
-    p = sub.add_parser("tools", help="list the loaded tools")
+    p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
     p.add_argument("--server", metavar="ADDR")
     p.set_defaults(func=cmd_tools)
 
-    p = sub.add_parser("lint", help="check TOOL.hdlp files: path:line:col: message")
+    p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
     p.set_defaults(func=cmd_lint)
 
-    p = sub.add_parser("eval", help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
+    p = sub.add_parser("eval", parents=[common], help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
     roots(p)
     p.add_argument("queries", metavar="QUERIES.tsv")
     p.add_argument("-q", "--quiet", action="store_true", help="the summary line only")

@@ -23,6 +23,7 @@ from .cache import CacheAgent
 from .config import Config
 from .executors import Executors
 from .executors.base import STDOUT
+from .listen import DEFAULT_LISTEN, grpc_address
 from .registry import Registry
 from .service import ToolAgent
 
@@ -30,21 +31,11 @@ __all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "Servicer", "Sidecar", "serve", "gr
 
 log = logging.getLogger("bitong.server")
 
-DEFAULT_LISTEN = "127.0.0.1:50151"
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ToolAgent"].full_name
 # Call collects output in one message; leave room above the largest max_output_bytes.
 _MESSAGE_LIMIT = 64 * 1024 * 1024
 _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MESSAGE_LIMIT),
                     ("grpc.max_receive_message_length", _MESSAGE_LIMIT)]
-
-
-def grpc_address(listen: str) -> str:
-    """``host:port`` or ``unix:/path`` as gRPC wants it (``unix:`` paths must be absolute)."""
-    if listen.startswith("unix:") and not listen.startswith("unix:/") and not listen.startswith("unix://"):
-        import os
-
-        return "unix:" + os.path.abspath(listen[5:])
-    return listen
 
 
 def _deadline(context: grpc.aio.ServicerContext) -> float | None:
@@ -89,9 +80,9 @@ class Sidecar:
 
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
                  vocabulary: Any = None, threshold: float | None = None, poll_s: float = 0.5,
-                 grace_s: float = 30.0) -> None:
+                 grace_s: float = 30.0, state_path: str | None = None) -> None:
         self.registry = Registry(roots, vocabulary=vocabulary)
-        self.cache = CacheAgent(self.registry, poll_s=poll_s)
+        self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold)
         self.listen = listen
         self.grace_s = grace_s

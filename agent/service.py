@@ -49,6 +49,8 @@ class ToolAgent:
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
         result = snap.index.match(intent, k, threshold=self.threshold)
         reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
+        if not result.found:
+            return reply  # seed §2 step 3: no match is {found: false, suggestion}, no near misses to misuse
         for hit in result.hits:
             tool = snap.tools.get(hit.name)
             if tool is None:  # index and tools come from one snapshot; this cannot drift

@@ -118,3 +118,34 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: Path, tmp_path: Path) -> None:
+    queries = tmp_path / "mine.tsv"
+    queries.write_text("query\texpected\n"
+                       "run `df -h` for me\tshell-exec\n"
+                       "订一张明天去北京的高铁票\tNONE\n", encoding="utf-8")
+    out = bitong("eval", "--tools", str(tools_root), str(queries))
+    assert out.returncode == 0
+    assert re.fullmatch(r"hit@1=1\.000 hit@3=1\.000 none_acc=1\.000 mrr=1\.000 n=2", out.stdout.splitlines()[-1])
+    queries.write_text("only one field\n", encoding="utf-8")
+    bad = bitong("eval", "--tools", str(tools_root), str(queries))
+    assert bad.returncode == 2 and f"{queries}:1" in bad.stderr
+
+
+def test_serve_with_a_state_file_restarts_from_it(tools_root: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.pb"
+    sock = tmp_path / "s.sock"
+    for attempt in range(2):
+        server = subprocess.Popen([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{sock}",
+                                   "--state", str(state), "--log-level", "INFO"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None and server.stdout.readline().startswith("bitong: serving")
+            ok = bitong("call", "--server", f"unix:{sock}", "shell-exec", "cmd=echo up")
+            assert ok.stdout == "up\n"
+        finally:
+            server.send_signal(signal.SIGTERM)
+            _, err = server.communicate(timeout=20)
+        assert state.exists()
+        assert ("registry state" in err and "loaded" in err) == (attempt == 1), err

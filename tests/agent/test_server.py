@@ -57,6 +57,7 @@ async def test_unknown_tool_answers_found_false_with_the_seed_suggestion(stub) -
     assert result.suggestion == SUGGESTION == "此工具尚不在仓库中，需铸渊新建"
     match = await stub.Match(pb.MatchRequest(intent="帮我订一张去上海的机票"))
     assert not match.found and match.suggestion == SUGGESTION
+    assert list(match.candidates) == []  # no near misses for a caller to mistake for a match
 
 
 async def test_a_failing_command_returns_its_real_stderr_and_exit_code(stub) -> None:
