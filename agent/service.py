@@ -85,13 +85,17 @@ class ToolAgent:
         checked = params.validate(tool, raw_params)
         # A path outside the tool's allow-list is a bad parameter: refuse it
         # before any confirmation is asked for (the executor checks again).
-        problems = [(p.param, p.message) for p in checked.errors] or list(allowlist.check(tool, checked.params))
+        problems = [(p.param, p.message) for p in checked.errors]
+        why = "invalid parameters"
+        if not problems:
+            problems = list(allowlist.check(tool, checked.params))
+            why = "path outside the tool's allow-list"
         if problems:
             for param, message in problems:
                 result.param_errors.add(param=param, message=message)
             names = ", ".join(param for param, _ in problems)
-            result.error = f"invalid parameters: {names}"
-            log.info("call %s: invalid parameters %s", tool.name, names)
+            result.error = f"{why}: {names}; nothing ran"
+            log.info("call %s: %s: %s", tool.name, why, names)
             return result
 
         if tool.constraints.require_confirm:
