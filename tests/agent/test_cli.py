@@ -123,7 +123,7 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
 def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: Path, tmp_path: Path) -> None:
     queries = tmp_path / "mine.tsv"
     queries.write_text("query\texpected\n"
-                       "run `df -h` for me\tshell-exec\n"
+                       "run the shell command uname -a\tshell-exec\n"
                        "订一张明天去北京的高铁票\tNONE\n", encoding="utf-8")
     out = bitong("eval", "--tools", str(tools_root), str(queries))
     assert out.returncode == 0
