@@ -11,8 +11,13 @@ File format (UTF-8; blank lines and lines starting with ``#`` are skipped)::
 ``concept`` is an id (``restart``); ``kind`` is one of
 
 * ``obj``  a thing or topic (disk, log, container); full weight
-* ``op``   a specific operation (restart, delete, renew ...): a tool that does
-  not name it in its display, intent, keywords or name is pushed away
+* ``op``   an operation that says what it does by itself (backup, deploy,
+  translate ...): a tool that does not name it in its display, intent,
+  keywords or name is pushed away
+* ``act``  an operation on a thing (create, delete, restart ...): like ``op``,
+  and the thing it acts on must also be one the tool is about (its display,
+  name or keywords), so "create a repository" does not go to a tool that
+  creates issues in repositories
 * ``look`` a generic looking verb (show, 查看); interchangeable, low weight
 * ``mod``  a qualifier (recent, last, most); half weight
 * ``stop`` filler that carries no meaning for matching
@@ -26,6 +31,7 @@ gains the forms; an unknown concept needs a kind. Errors raise
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -34,8 +40,11 @@ from agent.text import normalize, tokens
 
 __all__ = ["KINDS", "Vocabulary", "VocabularyError", "default_vocabulary", "load_vocabulary"]
 
-KINDS = ("obj", "op", "look", "mod", "stop")
+KINDS = ("obj", "op", "act", "look", "mod", "stop")
 DEFAULT_FILE = "ops.tsv"
+# English tokens of forms are encoded as characters of plane 15 (private use),
+# which never occur in analysed text: agent.text only keeps [a-z0-9] and CJK.
+ENCODED_BASE = 0xF0000
 
 
 class VocabularyError(ValueError):
@@ -70,13 +79,22 @@ class Vocabulary:
     sources: tuple[str, ...] = ()
     _typo: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _latin: frozenset[str] = frozenset()
+    # The same forms for the segmenter (agent.text): every token is one
+    # character (a CJK character stays itself, an English token becomes one
+    # private-use character), so that a form is a plain string and the
+    # longest match is string slicing and dict lookups, not tuple building.
+    codes: dict[str, str] = field(default_factory=dict, repr=False)  # English token -> its character
+    encoded: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)  # form -> "c:" features (no stop)
+    fingerprint: str = ""  # hash of every (concept, kind, form): analyses made with another vocabulary are stale
 
     @classmethod
     def from_entries(cls, entries: Iterable[tuple[str, str, str]], sources: Sequence[str] = ()) -> "Vocabulary":
         """Build from (concept, kind, form) triples; later kinds for a concept must agree."""
         kinds: dict[str, str] = {}
         forms: dict[tuple[str, ...], list[str]] = {}
+        digest = hashlib.sha256()
         for concept, kind, form in entries:
+            digest.update(f"{concept}\t{kind}\t{form}\n".encode())
             kinds.setdefault(concept, kind)
             key = tuple(t for t, _, _ in tokens(form))
             if not key:
@@ -88,16 +106,23 @@ class Vocabulary:
         for key in forms:
             longest[key[0]] = max(longest.get(key[0], 0), len(key))
         latin = frozenset(t for key in forms for t in key if t.isascii() and t.isalpha())
-        # Typos are corrected only towards meaningful words: "much" must not become "such".
-        meaningful = {t for key, cs in forms.items() if any(kinds[c] != "stop" for c in cs)
-                      for t in key if t.isascii() and t.isalpha()}
+        # Typos are corrected only towards meaningful words that are forms on
+        # their own: "much" must not become "such", nor "signup" the "sighup"
+        # of "send sighup".
+        meaningful = {key[0] for key, cs in forms.items() if len(key) == 1 and key[0].isascii()
+                      and key[0].isalpha() and any(kinds[c] != "stop" for c in cs)}
         typo: dict[str, list[str]] = {}
         for word in meaningful:
             if len(word) >= 4:  # shorter words have too many neighbours to guess safely
                 for d in _deletes(word) | {word}:
                     typo.setdefault(d, []).append(word)
+        codes = {t: chr(ENCODED_BASE + i) for i, t in
+                 enumerate(sorted({t for key in forms for t in key if t[0] < "\x80"}))}
+        encoded = {"".join(codes.get(t, t) for t in key): tuple("c:" + c for c in cs if kinds[c] != "stop")
+                   for key, cs in forms.items()}
         return cls(kinds, {k: tuple(v) for k, v in forms.items()}, longest, tuple(sources),
-                   {k: tuple(v) for k, v in typo.items()}, latin)
+                   {k: tuple(v) for k, v in typo.items()}, latin, codes, encoded,
+                   digest.hexdigest()[:16])
 
     def knows(self, token: str) -> bool:
         """True if the token starts or occurs in some form (so it is not a typo)."""

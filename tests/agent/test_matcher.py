@@ -8,7 +8,7 @@ import os
 import pytest
 from parser import parse
 
-from agent.matcher import DEFAULT_THRESHOLD, SUGGESTION, Hit, Index, MatchResult
+from agent.matcher import DEFAULT_THRESHOLD, SUGGESTION, Hit, Index, MatchResult, ToolTerms, analyze
 from agent.vocabulary import VocabularyError, load_vocabulary
 
 EVAL_REGISTRY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "eval", "registry")
@@ -189,9 +189,40 @@ def test_eval_registry_neighbours_are_told_apart(registry: Index, intent: str, e
     "把 users 表清空",                 # db-query is read-only
     "close the issue about the login page",  # forgejo-create-issue does not close
     "帮我订一张去广州的火车票",
+    "帮我新建一个 redis 账号",           # create, but not a backup: backup-create creates backups
+    "给 report 库加一张 visits 表",      # db-query reads; creating tables is nobody's job
+    "在 forgejo 上新建一个仓库",          # forgejo-create-issue: "不建仓库"
+    "kill the docker container named api",  # process-kill kills processes, not containers
+    "重启这台物理机",                    # service-restart restarts services, not hosts
+    "把这个 settings.json 转成 yaml",     # csv-to-json makes JSON, it does not read it
+    "把 /data/q3.xlsx 转成 csv",
 ])
 def test_eval_registry_says_no(registry: Index, intent: str) -> None:
     assert registry.match(intent).found is False
+
+
+@pytest.mark.parametrize("intent, expected", [
+    # the operation pairs with its object
+    ("在 ops/infra 仓库里提个 bug：备份脚本周日失败", "forgejo-create-issue"),
+    ("把 4410 号进程停了", "process-kill"),
+    ("please restart the php-fpm unit", "service-restart"),
+    # a state or a question about the past is not an operation to do
+    ("ops/infra 最近关掉的 issue 有哪些", "forgejo-list-issues"),
+    ("what changed in the local repo at /srv/site", "git-ops"),
+    ("analytics 库里昨天新增了多少行", "db-query"),
+    # the text of a message or a reminder is not the request
+    ("在值班群里说一声 mysql 已经重启好了", "send-notification"),
+    ("remind me in 10 minutes to check the backup", "scheduled-reminder"),
+    # a spelled-out command line is run as it is
+    ("apt install htop", "shell-exec"),
+    ("执行一下 `du -sh /var/cache`", "shell-exec"),
+    # a non-goal that names another tool's topic sends the request there
+    ("去 sales 库里查一下今天有几笔订单", "db-query"),
+    # a converter is found by what it makes
+    ("把 /tmp/leads.csv 转成 json", "csv-to-json"),
+])
+def test_eval_registry_pairs_operations_with_their_objects(registry: Index, intent: str, expected: str) -> None:
+    assert first(registry.match(intent)) == expected
 
 
 # ---------------------------------------------------------------- vocabulary
@@ -208,6 +239,18 @@ def test_user_vocabulary_teaches_a_new_word(tmp_path: "os.PathLike[str]") -> Non
     assert Index.build(tools).match("瞅一眼卷组").found is False
 
 
+def test_an_act_only_goes_to_a_tool_about_its_object(tmp_path: "os.PathLike[str]") -> None:
+    extra = os.path.join(tmp_path, "k8s.tsv")
+    with open(extra, "w", encoding="utf-8") as fh:
+        fh.write("cluster\tobj\t集群 | cluster\nresize\t\t加节点\n")
+    index = Index.build([tool("cluster-resize", "集群扩容", "给 k8s 集群加减节点"),
+                         tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间")],
+                        vocabulary=load_vocabulary([extra]))
+    assert first(index.match("把 prod 集群扩容一下")) == "cluster-resize"
+    assert first(index.match("scale out the staging cluster")) == "cluster-resize"
+    assert index.match("给 /data 分区扩容 50G").found is False   # resize, but a partition
+
+
 @pytest.mark.parametrize("content, message", [
     ("disk\n", "expected concept<TAB>kind<TAB>forms"),
     ("brandnew\t\tfoo\n", "needs a kind"),
@@ -221,3 +264,71 @@ def test_malformed_vocabulary_names_file_and_line(tmp_path: "os.PathLike[str]", 
         fh.write("# comment\n" + content)
     with pytest.raises(VocabularyError, match=f"bad.tsv:2: .*{message}"):
         load_vocabulary([path])
+
+
+# ---------------------------------------------------------------- persisted analyses
+
+
+def _eval_tools() -> list:
+    paths = sorted(glob.glob(os.path.join(EVAL_REGISTRY, "*", "TOOL.hdlp")))
+    if not paths:
+        pytest.skip("../shared/eval/registry is not checked out next to the repository")
+    from parser import parse_file
+
+    return [parse_file(p) for p in paths]
+
+
+def test_an_index_built_from_stored_analyses_ranks_like_a_fresh_build() -> None:
+    tools = _eval_tools()
+    stored = {t.name: analyze(t).to_bytes() for t in tools}
+    restored = [ToolTerms.load(stored[t.name], t) for t in tools]
+    assert all(r is not None for r in restored)
+    fresh, rebuilt = Index.build(tools), Index.build_from(restored)
+    mixed = Index.build_from([r if i % 2 else t for i, (t, r) in enumerate(zip(tools, restored))])
+    for q in ["看下 systemd timer 都有哪些", "把这句话翻成英文", "磁盘还剩多少", "重启 nginx", "订一张机票"]:
+        assert rebuilt.match(q) == fresh.match(q) == mixed.match(q)
+    assert rebuilt.analysis("disk-usage") == analyze(next(t for t in tools if t.name == "disk-usage"))
+
+
+def test_a_stale_or_broken_analysis_is_never_used(tmp_path: "os.PathLike[str]") -> None:
+    before = tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间")
+    after = tool("disk-usage", "磁盘空间", "查看各个分区的 inode 用量")
+    data = analyze(before).to_bytes()
+    assert ToolTerms.load(data, before) is not None
+    assert ToolTerms.load(data, after) is None                      # the file changed
+    extra = os.path.join(tmp_path, "mine.tsv")
+    with open(extra, "w", encoding="utf-8") as fh:
+        fh.write("disk\t\tlvm\n")
+    other = load_vocabulary([extra])
+    assert ToolTerms.load(data, before, other) is None               # another vocabulary
+    assert ToolTerms.load(analyze(before, other).to_bytes(), before, other) is not None
+    for junk in (b"", b"nonsense", data[:-7], data[:4] + b"\xff" * 40):
+        assert ToolTerms.load(junk, before) is None
+    unhashed = type(before)()
+    unhashed.CopyFrom(before)
+    unhashed.content_sha256 = ""                                      # built in code, not read from a file
+    assert ToolTerms.load(analyze(unhashed).to_bytes(), unhashed) is None
+
+
+def test_an_analysis_for_another_vocabulary_is_refused_by_the_index(tmp_path: "os.PathLike[str]") -> None:
+    extra = os.path.join(tmp_path, "mine.tsv")
+    with open(extra, "w", encoding="utf-8") as fh:
+        fh.write("disk\t\tlvm\n")
+    t = tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间")
+    foreign = analyze(t, load_vocabulary([extra]))
+    with pytest.raises(ValueError, match="stale analysis"):
+        Index.build_from([foreign])
+    with pytest.raises(ValueError, match="stale analysis"):
+        Index.build([]).updated(upsert=[foreign])
+    assert Index.build([]).updated(upsert=[analyze(t)]).match("磁盘还剩多少").hits[0].name == "disk-usage"
+
+
+def test_one_pass_over_many_texts_equals_one_call_a_text() -> None:
+    from agent.text import Analyzer
+    from agent.vocabulary import default_vocabulary
+
+    an = Analyzer(default_vocabulary())
+    texts = ["查看磁盘", "", "tar 包解开", "A记录\x01指向", "load average 太高", "ｄｉｓｋ full", "磁盘", "空间"]
+    assert an.features_many(texts) == [an.features(t) for t in texts]
+    # a border between texts ends forms and bigrams: 磁盘 + 空间 is not 磁盘空间
+    assert an.features_many(["磁盘", "空间"]) != [an.features("磁盘空间")]
