@@ -131,6 +131,24 @@ def _candidates(roots: Sequence[str]) -> list[str]:
     return out
 
 
+def _resolve(files: Mapping[str, _FileState]) -> tuple[dict[str, ToolDef], list[LoadError]]:
+    """Tools by name (the first root wins a name) and every load error."""
+    tools: dict[str, ToolDef] = {}
+    errors: list[LoadError] = []
+    for path, state in files.items():
+        if state.error is not None:
+            errors.append(state.error)
+        tool = state.tool
+        if tool is None:
+            continue
+        if tool.name in tools:
+            first = tools[tool.name].source_path
+            errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
+            continue
+        tools[tool.name] = tool
+    return tools, errors
+
+
 class Registry:
     """Owns the current snapshot and knows how to make the next one.
 
@@ -193,19 +211,7 @@ class Registry:
         return _FileState(key, sha, tool, None)
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState]) -> Snapshot:
-        tools: dict[str, ToolDef] = {}
-        errors: list[LoadError] = []
-        for path, state in files.items():
-            if state.error is not None:
-                errors.append(state.error)
-            tool = state.tool
-            if tool is None:
-                continue
-            if tool.name in tools:
-                first = tools[tool.name].source_path
-                errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
-                continue
-            tools[tool.name] = tool
+        tools, errors = _resolve(files)
         upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
         remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
@@ -214,6 +220,13 @@ class Registry:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
         return snap
+
+    def _first_snapshot(self, files: dict[str, _FileState], analyses: dict[str, bytes]) -> Snapshot:
+        """A snapshot from stored files, its index restored from stored analyses where still fresh."""
+        tools, errors = _resolve(files)
+        stored = [(tool, analyses.get(tool.source_path, b"")) for tool in tools.values()]
+        index = matcher.Index.restore(stored, vocabulary=self._vocabulary)
+        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
 
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()
@@ -229,6 +242,10 @@ class Registry:
                                     inode=fs.stat_key[2], sha256=fs.sha256)
             if fs.tool is not None:
                 entry.tool.CopyFrom(fs.tool)
+                if snap.tools.get(fs.tool.name) is fs.tool:  # the copy the index holds, not a duplicate
+                    analysis = snap.index.analysis(fs.tool.name)
+                    if analysis is not None:
+                        entry.analysis = analysis.to_bytes()
             if fs.error is not None:
                 e = fs.error
                 entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
@@ -260,7 +277,10 @@ class Registry:
             log.info("ignoring registry state %s: written for another parser or other roots", path)
             return False
         files: dict[str, _FileState] = {}
+        analyses: dict[str, bytes] = {}
         for entry in state.files:
+            if entry.analysis:
+                analyses[entry.tool.source_path] = entry.analysis
             error = None
             if entry.HasField("error"):
                 e = entry.error
@@ -268,5 +288,5 @@ class Registry:
             files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256,
                                            entry.tool if entry.HasField("tool") else None, error)
         with self._lock:
-            self.snapshot = self._assemble(self.snapshot, files)
+            self.snapshot = self._first_snapshot(files, analyses)
         return True
