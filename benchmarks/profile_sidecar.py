@@ -1,0 +1,193 @@
+"""Where a sidecar call's time goes: one workload against a served bitong, profiled from outside.
+
+    python benchmarks/profile_sidecar.py call|call16|match|stream [--seconds S] [--pyspy [--native]] [--perf] [--repo DIR]
+
+Starts ``python -m agent serve`` exactly as bench_sidecar.py does, drives one
+workload with the sync client for a bounded time, and reports CPU per call
+split by process (server, its children, this client) from /proc/<pid>/stat,
+so a missed throughput target can be read as a CPU budget on this machine.
+With ``--pyspy`` it samples the server with py-spy (``pip install py-spy``;
+not a benchmark requirement) and prints the functions with the most time,
+inclusive and self, in microseconds per call; with ``--perf``, ``perf record
+-e cpu-clock`` on the server split by shared object and symbol (the C side:
+grpc core, libpython, the kernel). Not run by run_all.py: it has
+no ``run()``, on purpose, since profiling slows what it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_sidecar as bs
+
+
+def workload(kind: str, address: str, seconds: float) -> Callable[[], tuple[int, int]]:
+    """A bounded loop of one kind of call; returns how many calls (stream: messages) and bytes it got."""
+    import grpc
+
+    from bitong.v1 import agent_pb2 as pb
+    from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+    queries = bs.eval_queries()
+
+    def go() -> tuple[int, int]:
+        with grpc.insecure_channel(address) as ch:
+            stub = pb_grpc.ToolAgentStub(ch)
+            end = time.perf_counter() + seconds
+            n = got = 0
+            if kind == "call":
+                req = pb.CallRequest(tool="bench-echo")
+                while time.perf_counter() < end:
+                    stub.Call(req, timeout=10)
+                    n += 1
+            elif kind == "match":
+                reqs = [pb.MatchRequest(intent=q) for q in queries]
+                while time.perf_counter() < end:
+                    stub.Match(reqs[n % len(reqs)], timeout=10)
+                    n += 1
+            elif kind == "call16":
+                req = pb.CallRequest(tool="bench-echo")
+                qps = bs.sync_throughput(lambda: stub.Call.future(req, timeout=30), seconds, bs.CONCURRENCY)
+                n = round(qps * seconds)
+            elif kind == "stream":
+                req = pb.CallRequest(tool="bench-stream")
+                req.params.update({"bytes": 1 << 40})  # cut by the deadline below
+                try:
+                    for ev in stub.StreamCall(req, timeout=seconds):
+                        if ev.HasField("chunk"):
+                            n += 1
+                            got += len(ev.chunk.data)
+                except grpc.RpcError as exc:
+                    if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                        raise
+            return n, got
+
+    return go
+
+
+def pyspy_table(raw: Path, rate: int, calls: int, top: int = 25) -> str:
+    """Aggregate py-spy's collapsed stacks: inclusive and self microseconds per call."""
+    incl: collections.Counter[str] = collections.Counter()
+    self_: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        c = int(count)
+        frames = stack.split(";")
+        total += c
+        for fr in set(frames):
+            incl[fr] += c
+        self_[frames[-1]] += c
+    per = 1e6 / rate / max(1, calls)
+    out = [f"py-spy: {total} samples at {rate}/s over {calls} calls = {total * per:.0f} us of sampled time per call"]
+    for title, counter in (("inclusive", incl), ("self", self_)):
+        out.append(f"-- top {top} {title} (us per call, % of samples)")
+        for fr, c in counter.most_common(top):
+            out.append(f"{c * per:9.1f} us  {100 * c / max(1, total):5.1f}%  {fr[:150]}")
+    return "\n".join(out)
+
+
+def perf_table(data: Path, calls: int, top: int = 30) -> str:
+    """``perf report`` by shared object, then by symbol, as a share of the server's samples."""
+    out = []
+    for keys in ("dso", "dso,sym"):
+        rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--sort", keys, "--percent-limit", "0.7"],
+                             check=False, capture_output=True, text=True, timeout=120)
+        rows = [ln for ln in rep.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+        out.append(f"-- perf, by {keys} (% of the server's CPU samples)")
+        out += rows[:top]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kind", choices=("call", "call16", "match", "stream"))
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--pyspy", action="store_true", help="sample the server with py-spy")
+    ap.add_argument("--native", action="store_true", help="py-spy --native (C frames too)")
+    ap.add_argument("--perf", action="store_true",
+                    help="perf record -e cpu-clock on the server: the split by shared object and symbol (C side)")
+    ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--repo", type=Path, default=None, help="serve bitong from this checkout (see bench_sidecar.py)")
+    args = ap.parse_args(argv)
+    seconds = min(args.seconds, 60.0)
+
+    tmp = Path(tempfile.mkdtemp(prefix="bitong-prof-"))
+    try:
+        root = tmp / "tools"
+        for name, text in (("bench-echo", bs.ECHO_TOOL), ("bench-stream", bs.STREAM_TOOL)):
+            (root / name).mkdir(parents=True)
+            (root / name / "TOOL.hdlp").write_text(text, encoding="utf-8")
+        roots = [root] + ([bs.EVAL_REGISTRY] if bs.EVAL_REGISTRY.is_dir() else [])
+        srv, notes = bs.start_server(tmp, roots, bs.REPO if args.repo is None else args.repo.resolve())
+        try:
+            workload(args.kind, srv.address, min(1.0, seconds))()  # warm
+            spy = None
+            raw = tmp / "pyspy.txt"
+            if args.pyspy:
+                cmd = ["py-spy", "record", "-p", str(srv.pid), "-r", str(args.rate), "-d", str(int(seconds) + 1),
+                       "--format", "raw", "-o", str(raw)]
+                # --native must pause the process to unwind C frames; without it, sample without pausing.
+                cmd.append("--native" if args.native else "--nonblocking")
+                spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(0.5)
+            perf = None
+            perf_data = tmp / "perf.data"
+            if args.perf:
+                perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(args.rate), "-p",
+                                         str(srv.pid), "-o", str(perf_data), "--", "sleep", str(seconds)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                time.sleep(0.3)
+            s0, c0 = bs.proc_cpu(srv.pid)
+            b0 = bs.system_busy()
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            calls, got = workload(args.kind, srv.address, seconds)()
+            wall = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            s1, c1 = bs.proc_cpu(srv.pid)
+            b1 = bs.system_busy()
+            client = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+            unit = "message" if args.kind == "stream" else "call"
+            print(f"{args.kind}: {calls} {unit}s in {wall:.2f} s = {calls / wall:,.0f}/s "
+                  f"(parser fallback: {notes['parser_fallback']})"
+                  + (f"; {got / wall / 1e6:,.0f} MB/s, mean chunk {got / max(1, calls) / 1024:.0f} KiB" if got else ""))
+            print(f"CPU per {unit}: server {1e6 * (s1 - s0) / calls:.0f} us, its children "
+                  f"{1e6 * (c1 - c0) / calls:.0f} us, client {1e6 * client / calls:.0f} us; "
+                  f"server busy {100 * (s1 - s0) / wall:.0f}% of one core, client {100 * client / wall:.0f}%")
+            ours = (s1 - s0) + (c1 - c0) + client
+            print(f"machine: {100 * (b1 - b0) / wall:.0f}% of one core busy in all ({os.cpu_count()} cores), "
+                  f"{100 * max(0.0, (b1 - b0) - ours) / wall:.0f}% of it neither the server, its children nor "
+                  f"this client (py-spy, other work on the machine, the kernel)")
+            if perf is not None:
+                perf.communicate(timeout=seconds + 30)
+                print(perf_table(perf_data, calls))
+            if spy is not None:
+                _, err = spy.communicate(timeout=seconds + 30)
+                if raw.exists():
+                    print(pyspy_table(raw, args.rate, calls))
+                else:
+                    print(f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}")
+        finally:
+            srv.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
