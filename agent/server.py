@@ -74,8 +74,10 @@ class Servicer(pb_grpc.ToolAgentServicer):
         # context.write() returns when gRPC flow control takes the message: a slow
         # reader slows the executor's reading instead of growing a buffer here.
         async def sink(stream: int, data: bytes) -> None:
-            kind = pb.OutputChunk.STDOUT if stream == STDOUT else pb.OutputChunk.STDERR
-            await context.write(pb.CallEvent(chunk=pb.OutputChunk(stream=kind, data=data)))
+            event = pb.CallEvent()  # fields set in place: a nested constructor copies the bytes again
+            event.chunk.stream = pb.OutputChunk.STDOUT if stream == STDOUT else pb.OutputChunk.STDERR
+            event.chunk.data = data
+            await context.write(event)
 
         result = await self.agent.call(request.tool, _params(request), confirm_token=request.confirm_token,
                                        deadline=_deadline(context), sink=sink)

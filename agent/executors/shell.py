@@ -23,6 +23,8 @@ The process:
 * spawned with :class:`subprocess.Popen` (vfork/posix_spawn), never the
   loop's own subprocess transport: under uvloop that forks without vfork
   and costs milliseconds more per spawn, growing with the server's memory;
+  on a small spawner thread pool, since Popen blocks until the child has
+  exec'd and on the loop thread that would serialize concurrent calls;
 * in a new session (``start_new_session``), so the tool and everything it
   starts is one process group; the group is killed (SIGKILL) at the
   deadline, on cancellation, and when the tool's first process exits, so
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import errno
 import functools
 import json
@@ -82,7 +85,9 @@ ENV_PASSTHROUGH = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_AL
 
 DEFAULT_MAX_OUTPUT = 65536
 _HAVE_PIDFD = hasattr(os, "pidfd_open")
-_READ_SIZE = 256 * 1024
+# 64 KiB, a full pipe's worth: os.read allocates the whole size up front, so
+# larger reads cost page faults for nothing.
+_READ_SIZE = 64 * 1024
 _REAP_GRACE_S = 5.0
 # The same rule as parser/build.py's _PLACEHOLDER_RE, which checks the names at
 # load time: {name} (spaces inside ignored) is a parameter, {{ and }} are
@@ -298,6 +303,24 @@ class _Run:
             self.pending.append((pipe, data))
             self._wake()
 
+    def _read_on(self, pipe: _Pipe) -> None:
+        """The sink took a chunk: read the next one at once (a busy pipe has it
+        ready) and only go back to watching the fd when the pipe is empty."""
+        if pipe.eof:
+            return
+        try:
+            data = os.read(pipe.fd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            self._resume(pipe)
+            return
+        except OSError:
+            data = b""
+        if not data:
+            pipe.eof = True
+            return
+        pipe.seen += len(data)
+        self.pending.append((pipe, data))
+
     def _on_exit(self) -> None:
         """The pidfd is readable: the first process is a zombie (its pid still reserved)."""
         self.loop.remove_reader(self.pidfd)
@@ -362,7 +385,7 @@ class _Run:
                 assert self.sink is not None
                 await self.sink(pipe.kind, data)
                 pipe.sent += len(data)
-                self._resume(pipe)
+                self._read_on(pipe)
                 continue
             self.waiter = self.loop.create_future()
             try:
@@ -462,12 +485,12 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
             os.makedirs(cwd, exist_ok=True)
             _made_dirs.add(cwd)
         try:
-            proc, out_fd, err_fd = _spawn(argv, cwd, env, stdin)
+            proc, out_fd, err_fd = await _spawn_off_loop(loop, argv, cwd, env, stdin)
         except FileNotFoundError as exc:
             if exc.filename != cwd:
                 raise
             os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
-            proc, out_fd, err_fd = _spawn(argv, cwd, env, stdin)
+            proc, out_fd, err_fd = await _spawn_off_loop(loop, argv, cwd, env, stdin)
     except (OSError, ValueError) as exc:
         return _not_started(argv, cwd, exc, started)
     run = _Run(loop, proc, out_fd, err_fd, cap, sink, use_pidfd)
@@ -508,6 +531,37 @@ async def _reaped(run: _Run) -> None:
         await asyncio.wait_for(asyncio.shield(run.exited), _REAP_GRACE_S)
     except TimeoutError:
         pass
+
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="bitong-spawn")
+"""Popen blocks its caller until the child has exec'd (~0.2 ms, more on a busy
+machine); done on the loop thread, that serializes every spawn behind every
+other and stalls the server, so spawns run here."""
+
+
+async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
+                          stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
+    """:func:`_spawn` on a spawner thread. A call cancelled meanwhile still gets its
+    child killed and reaped once the spawn completes: nothing is left behind."""
+    future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(_kill_orphan)
+        raise
+
+
+def _kill_orphan(future: asyncio.Future[tuple[subprocess.Popen[bytes], int, int]]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    proc, out_fd, err_fd = future.result()
+    try:
+        os.killpg(proc.pid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    os.close(out_fd)
+    os.close(err_fd)
+    threading.Thread(target=proc.wait, name=f"bitong-reap-{proc.pid}", daemon=True).start()
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str],
