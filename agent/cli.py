@@ -38,10 +38,16 @@ def _roots(args: argparse.Namespace) -> list[str]:
 
 
 def _vocabulary(args: argparse.Namespace) -> Any:
-    from . import matcher
+    from .vocabulary import VocabularyError, load_vocabulary
 
     extra = getattr(args, "vocabulary", None) or []
-    return matcher.load_vocabulary(extra) if extra else None
+    if not extra:
+        return None
+    try:
+        return load_vocabulary(extra)
+    except VocabularyError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def _config(args: argparse.Namespace) -> Any:

@@ -149,3 +149,18 @@ def test_serve_with_a_state_file_restarts_from_it(tools_root: Path, tmp_path: Pa
             _, err = server.communicate(timeout=20)
         assert state.exists()
         assert ("registry state" in err and "loaded" in err) == (attempt == 1), err
+
+
+def test_a_users_vocabulary_extends_matching_and_a_broken_one_is_named(tools_root: Path, tmp_path: Path) -> None:
+    query = "东东瞅瞅 /etc/hosts"  # an in-house phrase for "read this file"
+    before = json.loads(bitong("match", "--tools", str(tools_root), "--json", query).stdout)
+    assert not before["found"]
+    vocab = tmp_path / "mine.tsv"
+    vocab.write_text("# our own words\nread\t\t东东瞅瞅\n", encoding="utf-8")  # a known concept gains a form
+    out = bitong("match", "--tools", str(tools_root), "--vocabulary", str(vocab), "--json", "--explain", query)
+    after = json.loads(out.stdout)
+    assert after["found"] and after["candidates"][0]["name"] == "file-read"
+    assert "东东瞅瞅" in after["candidates"][0]["matched_terms"]
+    vocab.write_text("just one field\n", encoding="utf-8")
+    bad = bitong("match", "--tools", str(tools_root), "--vocabulary", str(vocab), "x")
+    assert bad.returncode == 2 and bad.stderr.startswith(f"bitong: {vocab}:1:")
