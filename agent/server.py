@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator, Sequence
 import grpc
 from google.protobuf import json_format
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
@@ -106,6 +107,9 @@ class Sidecar:
         self.server = grpc.aio.server(options=_CHANNEL_OPTIONS)
         pb_grpc.add_ToolAgentServicer_to_server(Servicer(self.agent), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        # reflection: grpcurl and other generic clients discover the contract without the .proto
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self.server)
         self.port = self.server.add_insecure_port(grpc_address(self.listen))
         if self.port == 0 and not self.listen.startswith("unix:"):
             raise OSError(f"cannot listen on {self.listen}")

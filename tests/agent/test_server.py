@@ -313,3 +313,20 @@ async def test_a_path_outside_the_allow_list_is_refused_before_any_confirmation(
     assert not outside.ok and not outside.needs_confirmation and not outside.confirm_token
     assert [p.param for p in outside.param_errors] == ["path"]
     assert "fs_write_paths" in outside.param_errors[0].message
+
+
+async def test_reflection_lets_generic_clients_discover_the_contract(sidecar) -> None:
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    async with grpc.aio.insecure_channel(sidecar.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        requests = [reflection_pb2.ServerReflectionRequest(list_services=""),
+                    reflection_pb2.ServerReflectionRequest(file_containing_symbol="bitong.v1.ToolAgent")]
+        replies = [r async for r in stub.ServerReflectionInfo(iter(requests))]
+    services = {s.name for s in replies[0].list_services_response.service}
+    assert {"bitong.v1.ToolAgent", "grpc.health.v1.Health"} <= services
+    files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+             for b in replies[1].file_descriptor_response.file_descriptor_proto]
+    agent = next(f for f in files if f.name == "bitong/v1/agent.proto")
+    assert [m.name for m in agent.service[0].method] == ["Match", "Call", "StreamCall", "ListTools"]
