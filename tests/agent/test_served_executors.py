@@ -155,7 +155,7 @@ def test_bitong_serve_with_config_logs_no_secret(services: tuple[Gatekeeper, For
         assert via.returncode == 0 and '"method": "exec"' in via.stdout
         fetched = subprocess.run([*BITONG, "call", "--server", f"unix:{sock}", "repo-file", "filepath=nope", "--json"],
                                  capture_output=True, text=True, timeout=60)
-        assert fetched.returncode == 1 and '"http_status": "404"' in fetched.stdout
+        assert fetched.returncode == 1 and '"http_status": 404' in fetched.stdout
         server.send_signal(signal.SIGTERM)
         out, err = server.communicate(timeout=30)
     finally:

@@ -1,0 +1,262 @@
+#!/usr/bin/env node
+// A bitong client in Node.js that knows only the .proto files: no generated
+// code, no Python. It runs a fixed script of checks against a `bitong serve`
+// that serves the repository's bundled tools/, prints one JSON line per check
+// ({check, ok, detail}) and exits 1 if any check failed (2 on bad usage).
+//
+//   node client.mjs ADDR        ADDR: unix:/path/to.sock | 127.0.0.1:50151
+//
+// It exists to prove that the contract in proto/bitong/v1/agent.proto is
+// enough for a client in another language (tests/clients/test_node_client.py).
+
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO_PROTO = path.resolve(HERE, "../../proto");  // bitong/v1/agent.proto
+const LOCAL_PROTO = path.resolve(HERE, "proto");        // grpc/health/v1/health.proto (standard, verbatim)
+
+const SUGGESTION = "此工具尚不在仓库中，需铸渊新建";
+const RPC_DEADLINE_MS = 5000;  // every call but the deadline check: a hung server fails a check, not the run
+
+// keepCase: the proto's own snake_case names (exit_code, not exitCode).
+// longs: String: int64 arrives as a decimal string, as in protobuf's JSON mapping.
+// defaults: unset scalars arrive as 0/""/false instead of missing.
+// oneofs: CallEvent carries `event: "chunk" | "result"`, the name of the set field.
+// enums: String: OutputChunk.stream arrives as "STDOUT"/"STDERR".
+// google/protobuf/struct.proto is not in includeDirs: protobufjs (under
+// proto-loader) bundles the well-known types and resolves the import itself.
+const LOAD_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [REPO_PROTO, LOCAL_PROTO],
+};
+
+// ------------------------------------------------------------ Struct
+
+// google.protobuf.Struct is an ordinary message to proto-loader (no JSON
+// wrapper), and the bundled definition spells its fields in camelCase
+// (stringValue) even with keepCase. These two functions are the JSON mapping.
+function toValue(v) {
+  if (v === null || v === undefined) return { nullValue: "NULL_VALUE" };
+  if (typeof v === "number") return { numberValue: v };
+  if (typeof v === "string") return { stringValue: v };
+  if (typeof v === "boolean") return { boolValue: v };
+  if (Array.isArray(v)) return { listValue: { values: v.map(toValue) } };
+  if (typeof v === "object") return { structValue: toStruct(v) };
+  throw new TypeError(`cannot put a ${typeof v} in a google.protobuf.Value`);
+}
+
+function toStruct(obj) {
+  return { fields: Object.fromEntries(Object.entries(obj).map(([k, v]) => [k, toValue(v)])) };
+}
+
+function fromValue(v) {
+  switch (v.kind) {
+    case "nullValue": return null;
+    case "numberValue": return v.numberValue;
+    case "stringValue": return v.stringValue;
+    case "boolValue": return v.boolValue;
+    case "structValue": return fromStruct(v.structValue);
+    case "listValue": return (v.listValue.values || []).map(fromValue);
+    default: return undefined;  // an unset Value
+  }
+}
+
+function fromStruct(s) {
+  return Object.fromEntries(Object.entries(s.fields || {}).map(([k, v]) => [k, fromValue(v)]));
+}
+
+// ------------------------------------------------------------ plumbing
+
+function loadServices() {
+  const agentDef = protoLoader.loadSync("bitong/v1/agent.proto", LOAD_OPTIONS);
+  const healthDef = protoLoader.loadSync("grpc/health/v1/health.proto", LOAD_OPTIONS);
+  const agent = grpc.loadPackageDefinition(agentDef).bitong.v1;
+  const health = grpc.loadPackageDefinition(healthDef).grpc.health.v1;
+  return { ToolAgent: agent.ToolAgent, Health: health.Health };
+}
+
+function unary(client, method, request, deadlineMs = RPC_DEADLINE_MS) {
+  return new Promise((resolve, reject) => {
+    client[method](request, { deadline: Date.now() + deadlineMs }, (err, reply) => (err ? reject(err) : resolve(reply)));
+  });
+}
+
+function streamCall(client, request, deadlineMs = RPC_DEADLINE_MS) {
+  return new Promise((resolve, reject) => {
+    const events = [];
+    const call = client.StreamCall(request, { deadline: Date.now() + deadlineMs });
+    call.on("data", (event) => events.push(event));
+    call.on("error", reject);
+    call.on("end", () => resolve(events));
+  });
+}
+
+class CheckFailed extends Error {}
+
+function expect(cond, what, detail) {
+  if (!cond) throw new CheckFailed(`${what}; got ${JSON.stringify(detail)}`);
+}
+
+const text = (buf) => Buffer.from(buf).toString("utf8");
+
+// The fields a check reports: bytes as text, the rest as the client received them.
+function summary(r) {
+  return {
+    ok: r.ok, found: r.found, tool: r.tool, exit_code: r.exit_code, signal: r.signal,
+    timed_out: r.timed_out, truncated: r.truncated, output: text(r.output), stderr: text(r.stderr),
+    error: r.error, suggestion: r.suggestion, duration_ms: r.duration_ms,
+  };
+}
+
+// ------------------------------------------------------------ the script
+
+function checks(agent, health) {
+  return [
+    ["health", async () => {
+      const overall = await unary(health, "Check", { service: "" });
+      const service = await unary(health, "Check", { service: "bitong.v1.ToolAgent" });
+      expect(overall.status === "SERVING" && service.status === "SERVING", "both statuses SERVING",
+        { overall: overall.status, service: service.status });
+      return { "": overall.status, "bitong.v1.ToolAgent": service.status };
+    }],
+
+    ["list_tools", async () => {
+      const reply = await unary(agent, "ListTools", {});
+      const names = reply.tools.map((t) => t.name);
+      expect(names.includes("shell-exec"), "shell-exec among the tools", names);
+      const shell = reply.tools.find((t) => t.name === "shell-exec");
+      // int64 comes as a decimal string; map<string, ParamSpec> as a plain object.
+      expect(shell.constraints.timeout_ms === "30000", "constraints.timeout_ms is the string \"30000\"",
+        shell.constraints);
+      expect(shell.params_schema.cmd && shell.params_schema.cmd.required === true, "params_schema.cmd required",
+        shell.params_schema);
+      expect(shell.params_schema.cwd.default.kind === "stringValue" && fromValue(shell.params_schema.cwd.default) === ".",
+        "params_schema.cwd.default is the Value \".\"", shell.params_schema.cwd);
+      return { tools: names, load_errors: reply.errors.length };
+    }],
+
+    ["match", async () => {
+      const intent = "执行一条shell命令 uname -a";
+      const reply = await unary(agent, "Match", { intent, top_k: 3 });
+      const top = reply.candidates[0];
+      expect(reply.found && top && top.name === "shell-exec" && top.tool.name === "shell-exec",
+        "found, shell-exec first", reply);
+      expect(typeof top.score === "number" && top.score > 0 && top.score <= 1, "a score in (0, 1]", top.score);
+      return { intent, candidates: reply.candidates.map((c) => [c.name, c.score]), matched_terms: top.matched_terms };
+    }],
+
+    ["match_none", async () => {
+      const reply = await unary(agent, "Match", { intent: "写一首关于秋天的诗" });
+      expect(!reply.found && reply.suggestion === SUGGESTION, "found false with the suggestion", reply);
+      return { found: reply.found, suggestion: reply.suggestion };
+    }],
+
+    ["call_ok", async () => {
+      const r = await unary(agent, "Call", { tool: "shell-exec", params: toStruct({ cmd: "echo hello" }) });
+      expect(Buffer.isBuffer(r.output), "output is bytes (a Buffer)", typeof r.output);
+      expect(r.ok && r.found && text(r.output) === "hello\n" && r.exit_code === 0 && !r.timed_out,
+        "ok, output \"hello\\n\", exit_code 0", summary(r));
+      return summary(r);
+    }],
+
+    ["call_failing", async () => {
+      const r = await unary(agent, "Call", { tool: "shell-exec", params: toStruct({ cmd: "echo out; echo boom >&2; exit 7" }) });
+      expect(!r.ok && r.found && r.exit_code === 7 && text(r.stderr) === "boom\n" && text(r.output) === "out\n"
+        && r.error !== "", "ok false, the real stderr and exit code 7, error in words", summary(r));
+      return summary(r);
+    }],
+
+    ["call_unknown_tool", async () => {
+      const r = await unary(agent, "Call", { tool: "no-such-tool", params: toStruct({}) });
+      expect(!r.ok && !r.found && r.suggestion === SUGGESTION, "found false with the suggestion", summary(r));
+      return summary(r);
+    }],
+
+    ["call_param_errors", async () => {
+      const r = await unary(agent, "Call", { tool: "shell-exec", params: toStruct({}) });
+      expect(!r.ok && r.found && r.param_errors.some((e) => e.param === "cmd"), "a param_error for cmd",
+        { ...summary(r), param_errors: r.param_errors });
+      return { error: r.error, param_errors: r.param_errors };
+    }],
+
+    ["call_struct_types", async () => {
+      // A bool and a number inside params: the Struct encoding beyond strings.
+      const params = { path: "/tmp", recursive: false, not_modified_days: 0 };
+      const r = await unary(agent, "Call", { tool: "file-stats", params: toStruct(params) });
+      expect(r.ok, "file-stats ok", summary(r));
+      const out = JSON.parse(text(r.output));
+      expect(out.recursive === false && out.not_modified_days === 0 && Number.isInteger(out.file_count),
+        "the handler saw recursive=false, not_modified_days=0", out);
+      return { params, output: out };
+    }],
+
+    ["stream_call", async () => {
+      const cmd = "printf 'out1\\n'; printf 'err1\\n' >&2; sleep 0.05; printf 'out2\\n'; printf 'err2\\n' >&2";
+      const events = await streamCall(agent, { tool: "shell-exec", params: toStruct({ cmd }) });
+      const last = events[events.length - 1];
+      expect(last && last.event === "result", "the last event is the result", events.map((e) => e.event));
+      const chunks = events.slice(0, -1);
+      expect(chunks.every((e) => e.event === "chunk"), "only chunks before it", events.map((e) => e.event));
+      const out = Buffer.concat(chunks.filter((e) => e.chunk.stream === "STDOUT").map((e) => e.chunk.data));
+      const err = Buffer.concat(chunks.filter((e) => e.chunk.stream === "STDERR").map((e) => e.chunk.data));
+      const r = last.result;
+      const detail = { chunks: chunks.length, stdout: text(out), stderr: text(err),
+        streamed_stdout_bytes: r.streamed_stdout_bytes, streamed_stderr_bytes: r.streamed_stderr_bytes,
+        ok: r.ok, exit_code: r.exit_code };
+      expect(r.ok && r.exit_code === 0 && text(out) === "out1\nout2\n" && text(err) === "err1\nerr2\n",
+        "ok, stdout and stderr as written", detail);
+      expect(r.streamed_stdout_bytes === String(out.length) && r.streamed_stderr_bytes === String(err.length),
+        "streamed byte counts match the chunks", detail);
+      return detail;
+    }],
+
+    ["call_deadline", async () => {
+      // The gRPC deadline (800 ms) is shorter than the tool's timeout_ms (30000)
+      // and the sleep: the server stops the process just before it and still answers.
+      const started = Date.now();
+      const r = await unary(agent, "Call", { tool: "shell-exec", params: toStruct({ cmd: "echo started; sleep 5" }) }, 800);
+      const elapsed = Date.now() - started;
+      expect(r.timed_out && !r.ok && text(r.output) === "started\n" && elapsed < 3000,
+        "timed_out with the output so far, well before the sleep ends", { ...summary(r), elapsed_ms: elapsed });
+      return { ...summary(r), elapsed_ms: elapsed };
+    }],
+  ];
+}
+
+async function main() {
+  const address = process.argv[2];
+  if (!address || process.argv.length > 3) {
+    process.stderr.write("usage: node client.mjs ADDR   (unix:/path/to.sock or HOST:PORT)\n");
+    return 2;
+  }
+  const { ToolAgent, Health } = loadServices();
+  const credentials = grpc.credentials.createInsecure();
+  const agent = new ToolAgent(address, credentials);
+  const health = new Health(address, credentials);
+  let failed = 0;
+  for (const [check, run] of checks(agent, health)) {
+    let line;
+    try {
+      line = { check, ok: true, detail: await run() };
+    } catch (err) {
+      failed += 1;
+      const detail = err instanceof CheckFailed ? err.message
+        : `${err.code !== undefined ? `gRPC ${grpc.status[err.code]}: ` : ""}${err.details || err.message}`;
+      line = { check, ok: false, detail };
+    }
+    process.stdout.write(JSON.stringify(line) + "\n");
+  }
+  agent.close();
+  health.close();
+  return failed ? 1 : 0;
+}
+
+process.exitCode = await main();
