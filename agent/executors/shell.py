@@ -541,27 +541,44 @@ other and stalls the server, so spawns run here."""
 
 async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
                           stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
-    """:func:`_spawn` on a spawner thread. A call cancelled meanwhile still gets its
-    child killed and reaped once the spawn completes: nothing is left behind."""
+    """:func:`_spawn` on a spawner thread. A call cancelled meanwhile waits for
+    the spawn to land, then kills and reaps what it started before the
+    cancellation goes on: nothing is left behind, and nothing outlives the call."""
     future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
-        future.add_done_callback(_kill_orphan)
+        try:
+            spawned = await future
+        except asyncio.CancelledError:  # cancelled twice: clean up whenever it lands
+            future.add_done_callback(_discard_when_spawned)
+            raise
+        except Exception:  # the spawn failed: nothing started
+            raise asyncio.CancelledError from None
+        proc = _discard(*spawned)
+        try:
+            await loop.run_in_executor(_SPAWNER, functools.partial(proc.wait, _REAP_GRACE_S))
+        except subprocess.TimeoutExpired:  # stuck in the kernel: a thread reaps it later
+            threading.Thread(target=proc.wait, name=f"bitong-reap-{proc.pid}", daemon=True).start()
         raise
 
 
-def _kill_orphan(future: asyncio.Future[tuple[subprocess.Popen[bytes], int, int]]) -> None:
+def _discard_when_spawned(future: asyncio.Future[tuple[subprocess.Popen[bytes], int, int]]) -> None:
     if future.cancelled() or future.exception() is not None:
         return
-    proc, out_fd, err_fd = future.result()
+    proc = _discard(*future.result())
+    threading.Thread(target=proc.wait, name=f"bitong-reap-{proc.pid}", daemon=True).start()
+
+
+def _discard(proc: subprocess.Popen[bytes], out_fd: int, err_fd: int) -> subprocess.Popen[bytes]:
+    """Kill the process group of a child nobody will read, and close its pipes."""
     try:
         os.killpg(proc.pid, signals.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     os.close(out_fd)
     os.close(err_fd)
-    threading.Thread(target=proc.wait, name=f"bitong-reap-{proc.pid}", daemon=True).start()
+    return proc
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str],
