@@ -40,14 +40,17 @@ def generate_protos() -> None:
 
 
 def extensions() -> list[Extension]:
-    """The compiled twin of the parser, unless BITONG_PURE=1.
+    """The compiled twins of the parser and the matcher, unless BITONG_PURE=1.
 
     ``_speedups.pyx`` is the compiled lexer and LALR driver; ``nodes.py`` and
     ``build.py`` are compiled as they are (Cython pure-Python mode, typed by
     ``_nodes.pxd`` / ``_build.pxd``) into ``parser._nodes`` / ``parser._build``,
-    so the value constructors and the format's rules have one source. Those
-    two keep Python's bounds checks and ignore annotations (the .pxd is what
-    types them): they are Python code and must behave as such.
+    so the value constructors and the format's rules have one source. The
+    matcher's hot path is built the same way: ``agent/text.py`` and
+    ``agent/ranking.py`` into ``agent._text`` / ``agent._ranking``, typed by
+    ``agent/_text.pxd`` / ``agent/_ranking.pxd``. These keep Python's bounds
+    checks and ignore annotations (the .pxd is what types them): they are
+    Python code and must behave as such.
     """
     if PURE:
         return []
@@ -67,7 +70,9 @@ def extensions() -> list[Extension]:
         annotate=annotate,
     )
     for name, source, pxds in (("parser._nodes", "parser/nodes.py", ("parser/_nodes.pxd",)),
-                               ("parser._build", "parser/build.py", ("parser/_build.pxd", "parser/_nodes.pxd"))):
+                               ("parser._build", "parser/build.py", ("parser/_build.pxd", "parser/_nodes.pxd")),
+                               ("agent._text", "agent/text.py", ("agent/_text.pxd",)),
+                               ("agent._ranking", "agent/ranking.py", ("agent/_ranking.pxd",))):
         exts += cythonize(
             [Extension(name, [source])],
             compiler_directives={"language_level": "3", "annotation_typing": False},
@@ -86,7 +91,7 @@ setup(
     package_dir={"bitong.tools": "tools"},
     package_data={
         "parser": ["hdlp.lark", "*.pyx", "*.pxd"],
-        "agent": ["vocabularies/*.tsv"],
+        "agent": ["vocabularies/*.tsv", "*.pxd"],
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
     },

@@ -28,7 +28,10 @@ EXIT_USAGE = 2
 
 
 def _version() -> str:
-    return f"bitong {bitong.__version__} parser={hdlp.BACKEND}"
+    from . import _backend
+
+    # parser= stays last: scripts read the parser backend off the end of the line
+    return f"bitong {bitong.__version__} matcher={_backend.BACKEND} parser={hdlp.BACKEND}"
 
 
 def _roots(args: argparse.Namespace) -> list[str]:

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import heapq
 import marshal
-import math
 import pkgutil
 import re
 import uuid
@@ -50,7 +48,9 @@ from typing import NamedTuple
 
 from bitong.v1.agent_pb2 import ToolDef
 
-from agent.text import Analyzer, Term
+from agent import _backend
+from agent.ranking import THING_SLOTS
+from agent.text import Analyzer
 from agent.vocabulary import Vocabulary, default_vocabulary, load_vocabulary
 
 __all__ = ["DEFAULT_THRESHOLD", "SUGGESTION", "Hit", "Index", "MatchResult", "ToolTerms", "Vocabulary",
@@ -64,20 +64,6 @@ PRIMARY = 1.0   # display, intent, trigger_keywords
 NAME = 0.7      # the id, split at dashes: usually a terse restatement
 WHY = 0.5       # background; mentions neighbouring topics
 PARAMS = 0.4    # parameter names, descriptions, enum values
-ALPHA = 0.25    # keeps a one-word request from scoring a perfect 1.0
-
-OP_MISMATCH = 0.3   # the request asks an operation the tool does not do, or does to other things
-NO_OBJECT = 0.5     # the tool shares no thing with a request that names things
-OP_UNASKED = 0.85   # the tool changes state but the request asks for none
-NON_GOAL = 0.35     # the request is one of the tool's non-goals
-REFERRAL = 0.5      # share of a non-goal's weight passed to the tool it names
-KEYWORD_BONUS = 0.08
-CMDLINE_BONUS = 0.15  # a request with a command line, for a tool that runs command lines
-CORE_SHARE = 0.15   # how much the share of a tool's own concepts named counts
-SHORTLIST = 12      # candidates re-ranked with penalties and boosts
-PRESELECT = 48      # candidates kept before the commoner words are added
-COMMON_MIN = 64     # a posting list this short is always walked (small registries are exact)
-COMMON_SHARE = 64   # ... otherwise a word in more than 1/64 of the tools is common
 
 # Concepts of the vocabulary that say which values a parameter takes.
 _CONCEPT_SLOT = {
@@ -87,15 +73,9 @@ _CONCEPT_SLOT = {
     "read": ("p:text",), "command": ("p:cmdline",), "line": ("p:number",), "count": ("p:number",),
     "process": ("p:number",),
 }
-_TARGET_SLOTS = frozenset({"p:url", "p:host", "p:port", "p:path", "p:repo", "p:version",
-                           "p:duration", "p:time", "p:cmdline"})
-# Slots that name a thing an operation can act on (a file, a host ...), not a when or a how.
-_THING_SLOTS = frozenset({"p:url", "p:host", "p:port", "p:path", "p:repo", "p:version"})
 # A converter is named source-to-target: csv-to-json, md2pdf, "CSV to JSON", "Excel转CSV".
 _CONVERTER = re.compile(r"^(?:.+?)(?:-to-|[ _]to[ _]|(?<=[a-z0-9])2(?=[a-z])|\s*(?:→|->|转成?)\s*)(.+)$", re.I)
 _CONVERTER_HINT = re.compile(r"to|2|→|->|转", re.I)
-# Objects too general to be what a request asks to convert into ("a JSON file").
-_GENERIC = frozenset({"c:file", "c:dir", "c:text"})
 _REFERRAL = re.compile(r"[（(]?\s*(?:用|改用|请用|use|see)\s*([a-z0-9][a-z0-9_-]*[a-z0-9])\s*[)）]?", re.I)
 _NG_SPLIT = re.compile(r"[；;。]|\.\s")
 
@@ -206,7 +186,7 @@ def _code_hash() -> str:
 
 
 _CODE_HASH = _code_hash()
-_ANALYZERS: dict[str, Analyzer] = {}
+_ANALYZERS: dict[tuple[str, str], Analyzer] = {}
 
 
 def analysis_fingerprint(vocabulary: Vocabulary | None = None) -> str:
@@ -215,12 +195,13 @@ def analysis_fingerprint(vocabulary: Vocabulary | None = None) -> str:
     return f"{_CODE_HASH}.{vocab.fingerprint}"
 
 
-def _analyzer(vocabulary: Vocabulary | None) -> Analyzer:
-    """One shared Analyzer per vocabulary, so its memo of short texts serves every build."""
+def _analyzer(vocabulary: Vocabulary | None, backend: _backend.Backend = _backend.active) -> Analyzer:
+    """One shared Analyzer per vocabulary (and twin), so its memo of English words serves every build."""
     vocab = vocabulary or default_vocabulary()
-    an = _ANALYZERS.get(vocab.fingerprint)
+    key = (backend.name, vocab.fingerprint)
+    an = _ANALYZERS.get(key)
     if an is None or an.vocabulary is not vocab:
-        an = _ANALYZERS[vocab.fingerprint] = Analyzer(vocab)
+        an = _ANALYZERS[key] = backend.analyzer(vocab)
     return an
 
 
@@ -292,7 +273,7 @@ def _analyze(tool: ToolDef, an: Analyzer, fingerprint: str) -> ToolTerms:
     weights.update(dict.fromkeys(slots, 1.0))
     title = display + named
     things = kinds.objects.intersection(title + [f for kw in keywords for f in kw]).union(
-        _THING_SLOTS.intersection(slots))
+        THING_SLOTS.intersection(slots))
     non_goals = []
     outputs = kinds.objects.intersection(f for fs in feats[out_at:] for f in fs)
     for ng, ref in zip(feats[ng_at:out_at], refs):
@@ -351,26 +332,6 @@ class _Kinds:
         return hit[1]
 
 
-def _top(acc: dict[str, float], k: int) -> list[tuple[str, float]]:
-    """The k best (name, score) pairs, unordered; ties at the cut in insertion order.
-
-    Sorting the bare floats and filtering runs in C; heapq.nlargest with a key
-    calls back into Python for every candidate.
-    """
-    if len(acc) <= k:
-        return list(acc.items())
-    cut = sorted(acc.values(), reverse=True)[k - 1]
-    out = [(name, s) for name, s in acc.items() if s > cut]
-    room = k - len(out)
-    for name, s in acc.items():
-        if room <= 0:
-            break
-        if s == cut:
-            out.append((name, s))
-            room -= 1
-    return out
-
-
 class _KnownWords:
     """English words the registry itself uses, so typo correction leaves them alone."""
 
@@ -386,18 +347,19 @@ class _KnownWords:
 class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
-    __slots__ = ("_analyzer", "_fingerprint", "_entries", "_postings", "_known", "_idf_norm")
+    __slots__ = ("_analyzer", "_fingerprint", "_entries", "_postings", "_known", "_backend", "_ranker")
 
     def __init__(self, analyzer: Analyzer, fingerprint: str, entries: dict[str, ToolTerms],
-                 postings: dict[str, dict[str, float]]) -> None:
+                 postings: dict[str, dict[str, float]], backend: _backend.Backend = _backend.active) -> None:
         """Internal: use :meth:`build`, :meth:`build_from` or :meth:`updated`."""
         self._analyzer = analyzer
         self._fingerprint = fingerprint
         self._entries = entries
         self._postings = postings
         self._known = _KnownWords(postings)
-        n = len(entries)
-        self._idf_norm = math.log(1.0 + (n + 0.5) / 0.5)
+        self._backend = backend
+        kinds = _Kinds.of(analyzer.vocabulary)
+        self._ranker = backend.ranker(entries, postings, kinds.ops, kinds.acts, kinds.objects)
 
     @classmethod
     def build(cls, tools: Iterable[ToolDef], *, vocabulary: Vocabulary | None = None) -> "Index":
@@ -509,7 +471,7 @@ class Index:
             entries[e.name] = e
             for f, w in e.weights.items():
                 own(f)[e.name] = w
-        return Index(self._analyzer, self._fingerprint, entries, postings)
+        return Index(self._analyzer, self._fingerprint, entries, postings, self._backend)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -526,233 +488,16 @@ class Index:
 
     # ---------------------------------------------------------------- ranking
 
-    def _accumulate(self, mass: dict[str, float], top_k: int) -> dict[str, float]:
-        """The shortlist: raw scores (sum of mass * presence) of the best candidates.
+    def using(self, backend: _backend.Backend) -> "Index":
+        """This index ranked by one twin (pure or compiled; see :mod:`agent._backend`).
 
-        Words most tools share (服务器, show) have long posting lists and low
-        idf. Rarer words are walked first; a common word is then walked only
-        if they found fewer than top_k candidates, and otherwise added to the
-        best candidates alone. A tool that shares nothing but common words
-        with the request is then left out, which costs nothing in practice:
-        its score would sit far below any threshold.
+        Shares everything with ``self``; for the parity tests and benchmarks,
+        which hold the twins to the same results in one process.
         """
-        postings = self._postings
-        common = max(COMMON_MIN, len(self._entries) // COMMON_SHARE)
-        order = sorted((len(p), f) for f in mass if (p := postings.get(f)))
-        if not order:
-            return {}
-        # Scores are kept divided by the first word's mass, so that its posting
-        # list is copied in C instead of multiplied in Python; scaled back below.
-        unit = mass[order[0][1]]
-        acc: dict[str, float] = dict(postings[order[0][1]])
-        deferred: list[tuple[str, float]] = []
-        for size, f in order[1:]:
-            m = mass[f] / unit
-            if size > common and len(acc) >= top_k:
-                deferred.append((f, m))
-                continue
-            get = acc.get
-            for name, w in postings[f].items():
-                acc[name] = get(name, 0.0) + m * w
-        if deferred:
-            if len(acc) > PRESELECT:
-                acc = dict(_top(acc, PRESELECT))
-            entries = self._entries
-            for name in acc:
-                weights = entries[name].weights
-                for f, m in deferred:
-                    w = weights.get(f)
-                    if w:
-                        acc[name] += m * w
-        return {name: s * unit for name, s in _top(acc, max(SHORTLIST, top_k))}
-
-    @staticmethod
-    def _pairs(terms: list[Term], acts: frozenset[str], objects: frozenset[str]
-               ) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
-        """For each act of the request, the things it acts on (seed 002 §4.3: action + object).
-
-        First, every object of its clause, before it ("把 redis 容器停掉", "在
-        a.txt 末尾加一行") or after it ("重启一下卡死的 nginx"); in a clause
-        without any, every object of the request ("nginx 卡住了，重启一下").
-        A tool that does the act must be about one of these. Second, what it
-        makes or hits: the objects right after it ("给 X 仓库提个 bug" makes
-        a bug, "create a repository on forgejo" a repository), else those
-        before it; a non-goal that refuses the act for some things is about these.
-        """
-        things = [t for t in terms if t.feature in objects or t.feature in _THING_SLOTS]
-        around: dict[str, set[str]] = {}
-        ahead: dict[str, set[str]] = {}
-        for t in terms:
-            if t.feature not in acts:
-                continue
-            same = [o for o in things if o.clause == t.clause]
-            around.setdefault(t.feature, set()).update(o.feature for o in same or things)
-            after = [o for o in same if o.start > t.start] or same or things
-            ahead.setdefault(t.feature, set()).update(o.feature for o in after)
-        return ({f: frozenset(v) for f, v in around.items()}, {f: frozenset(v) for f, v in ahead.items()})
-
-    @staticmethod
-    def _into(terms: list[Term], objects: frozenset[str]) -> str | None:
-        """What a conversion request asks for: the last specific thing after "转成 / convert"
-        (a format the vocabulary knows, or an unknown word: "转成 xml")."""
-        at = next((t for t in terms if t.feature == "c:convert"), None)
-        if at is None:
-            return None
-        after = [t.feature for t in terms if t.clause == at.clause and t.start > at.start
-                 and (t.feature in objects or t.feature[0] == "w") and t.feature not in _GENERIC]
-        return after[-1] if after else None
-
-    @staticmethod
-    def _op_fit(e: ToolTerms, asked_ops: frozenset[str], acts: frozenset[str],
-                pairs: dict[str, frozenset[str]], into: str | None) -> float:
-        """1.0, or the penalty for doing none of the request's operations or doing them to other things."""
-        if not asked_ops:
-            return OP_UNASKED if e.ops else 1.0
-        done = asked_ops & e.ops
-        if not done:
-            return OP_MISMATCH
-        if into is not None and e.outputs and into not in e.outputs:
-            return OP_MISMATCH  # "转成 csv" is not what csv-to-json makes
-        for f in done:
-            # An op (backup, translate) says what it does; an act (create,
-            # restart) needs its thing: a tool that creates issues does not
-            # answer "create a repository".
-            if f not in acts or not pairs.get(f) or not pairs[f].isdisjoint(e.things):
-                return 1.0
-        return OP_MISMATCH
-
-    def _refused(self, e: ToolTerms, asked: frozenset[str], asked_ops: frozenset[str],
-                 heads: dict[str, frozenset[str]]) -> tuple[frozenset[str], str] | None:
-        """The first non-goal line the request falls under: (the shared features, the tool it names).
-
-        A line with operations applies when the request asks one of them
-        that the tool does not do at all, or asks it for the things the line
-        names; a line without operations ("不查数据库里的订单") applies to a
-        request that asks none of the tool's operations and names
-        at least half of the things that set the line apart from the tool, one of them
-        a topic (display or name) of the tool the line sends such requests to.
-        """
-        done = asked_ops & e.ops
-        for ng_ops, distinct, feats, refers_to in e.non_goals:
-            if ng_ops:
-                shared_ops = ng_ops & asked_ops
-                if not shared_ops:
-                    continue
-                if not shared_ops <= e.ops:
-                    return feats & asked, refers_to
-                targets = frozenset().union(*(heads.get(f, asked) for f in shared_ops))
-            elif done:
-                continue
-            else:
-                targets = asked
-            named = distinct & targets
-            if not distinct or 2 * len(named) < len(distinct):
-                continue
-            other = self._entries.get(refers_to) if refers_to != e.name else None
-            if other is not None and named.isdisjoint(other.core):
-                continue  # "最后几行" is not "日志的最后几行": log-tail's own topic is not named
-            return feats & asked, refers_to
-        return None
+        return Index(_analyzer(self.vocabulary, backend), self._fingerprint, self._entries, self._postings,
+                     backend)
 
     def _rank(self, intent: str, top_k: int, trace: dict[str, list[str]] | None = None) -> list[Hit]:
         """The best candidates; ``trace`` (for debugging a ranking) collects each candidate's factors."""
-        terms = self._analyzer.query(intent, self._known, self._entries)
-        if not terms or not self._entries:
-            return []
-        postings = self._postings
-        n = len(self._entries)
-        mass: dict[str, float] = {}      # feature -> weight * idf
-        surface: dict[str, str] = {}
-        for t in terms:
-            p = postings.get(t.feature)
-            df = len(p) if p else 0
-            idf = 0.35 + 0.65 * math.log(1.0 + (n - df + 0.5) / (df + 0.5)) / self._idf_norm
-            m = t.weight * idf
-            if m > mass.get(t.feature, 0.0):
-                mass[t.feature] = m
-                surface.setdefault(t.feature, t.surface)
-        denom = sum(mass.values()) + ALPHA
-        acc = self._accumulate(mass, top_k)
-        if not acc:
-            return []
-        kinds = _Kinds.of(self._analyzer.vocabulary)
-        asked = frozenset(mass)
-        asked_ops = kinds.ops & asked
-        pairs, heads = self._pairs(terms, kinds.acts, kinds.objects) if asked_ops & kinds.acts else ({}, {})
-        into = self._into(terms, kinds.objects) if "c:convert" in asked_ops else None
-        # The things a request names: concepts of kind obj, unknown words and
-        # bigrams, and the slots that identify a target (not bare numbers or text).
-        content = [f for f in mass if f in kinds.objects or f in _TARGET_SLOTS]
-        cmdline = "p:cmdline" in mass
-        if cmdline:
-            # The words of a spelled-out command line are what to run: a tool
-            # that runs command lines explains them all ("apt install nginx").
-            spans = [(t.start, t.start + len(t.surface) + 2) for t in terms if t.feature == "p:cmdline"]
-            in_cmd = {t.feature for t in terms if any(a <= t.start < b for a, b in spans)}
-        scores: dict[str, float] = {}
-        fits: dict[str, float] = {}
-        referred: dict[str, float] = {}
-        if trace is not None:
-            trace["request"] = ([f"{f}={m:.2f}" for f, m in mass.items()]
-                                + [f"{f}->{sorted(o)}" for f, o in heads.items()])
-        for name, raw in acc.items():
-            e = self._entries[name]
-            s = raw / denom
-            if trace is not None:
-                trace[name] = [f"base {s:.3f}"]
-            fit = fits[name] = self._op_fit(e, asked_ops, kinds.acts, pairs, into)
-            runs_cmd = cmdline and "p:cmdline" in e.weights
-            if runs_cmd:
-                # A request that spells out a command line asks to run it (seed
-                # 000 rule: shell-exec needs a command); whatever the command does.
-                w = e.weights
-                s += sum(mass[f] * (1.0 - w.get(f, 0.0)) for f in in_cmd) / denom + CMDLINE_BONUS
-                fit = fits[name] = 1.0
-            s *= fit
-            if e.core:
-                # Of two tools that explain the request equally, prefer the one
-                # the request says more about: "用户" is user-list's whole point
-                # and one column of process-list.
-                s *= 1.0 - CORE_SHARE + CORE_SHARE * len(e.core & asked) / len(e.core)
-            if trace is not None:
-                trace[name].append(f"ops {fit:.2f} +core {s:.3f}")
-            if content and not (asked_ops & e.ops) and e.weights.keys().isdisjoint(content):
-                # Nothing the request names, and none of its operations: "drop the
-                # table" is not an HTTP request because HTTP has DELETE.
-                s *= NO_OBJECT
-            if e.non_goals and not runs_cmd:
-                hit = self._refused(e, asked, asked_ops, heads)
-                if hit is not None:
-                    shared, refers_to = hit
-                    before = s
-                    s *= NON_GOAL
-                    if refers_to and refers_to != name:
-                        # The named tool gains at most what this one gave up.
-                        bonus = min(before - s, REFERRAL * sum(mass[f] for f in shared) / denom)
-                        referred[refers_to] = max(referred.get(refers_to, 0.0), bonus)
-                    if trace is not None:
-                        trace[name].append(f"non-goal -> {refers_to or '-'}")
-            if e.keywords and any(kw <= asked for kw in e.keywords):
-                s += KEYWORD_BONUS
-            if trace is not None:
-                trace[name].append(f"final {s:.3f}")
-            scores[name] = s
-        for name, bonus in referred.items():
-            e = self._entries.get(name)
-            if e is None:
-                continue
-            if name not in scores:  # outside the shortlist: score it plainly
-                w = e.weights
-                fits[name] = self._op_fit(e, asked_ops, kinds.acts, pairs, into)
-                scores[name] = fits[name] * sum(m * w.get(f, 0.0) for f, m in mass.items()) / denom
-            if fits[name] == 1.0:  # a referral does not override the tool's own misfit
-                scores[name] += bonus
-        best = heapq.nlargest(top_k, scores.items(), key=lambda kv: (kv[1], kv[0]))
-        hits = []
-        for name, s in best:
-            if s <= 0.0:
-                break
-            w = self._entries[name].weights
-            why = tuple(dict.fromkeys(surface[f] for f in mass if f in w and surface[f]))
-            hits.append(Hit(name, round(min(1.0, s), 4), why))
-        return hits
+        terms = self._analyzer.request(intent, self._known, self._entries)
+        return [Hit(name, score, why) for name, score, why in self._ranker.rank(terms, top_k, trace)]

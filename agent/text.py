@@ -23,7 +23,7 @@ message or reminder become slots instead of words.
 
 from __future__ import annotations
 
-import bisect
+import operator
 import re
 import unicodedata
 from collections.abc import Container
@@ -118,8 +118,18 @@ def _fold(text: str) -> str:
     return normalize(text)
 
 
-def _start(term: "Term") -> int:
-    return term.start
+_start = operator.itemgetter(3)  # a term's start, as a sort key
+_as_term = tuple.__new__          # _as_term(Term, fields): a Term without its Python-level __new__
+
+
+def _clause(breaks: list[int], at: int) -> int:
+    """How many clause breaks come before offset ``at`` (bisect_right; there are few)."""
+    n = 0
+    for b in breaks:
+        if b > at:
+            break
+        n += 1
+    return n
 
 
 def _blank(m: re.Match[str]) -> str:
@@ -140,7 +150,8 @@ def _payload_start(t: str) -> tuple[int, int] | None:
     colon = _PAYLOAD_COLON.search(t)
     if colon and colon.start() > 0 and not t[: colon.start()].rstrip().endswith(("http", "https")):
         best = (colon.start(), colon.end())
-    m = _PAYLOAD_WORD.search(t)
+    hint = _PAYLOAD_HINT.search(t)
+    m = _PAYLOAD_WORD.search(t, hint.start()) if hint else None
     if m and (best is None or m.start() < best[0]):
         best = (m.end(), m.end())
     return best
@@ -162,7 +173,7 @@ _FILE_EXT = (r"log|txt|csv|tsv|json|ya?ml|conf|cfg|ini|xml|zip|gz|tgz|tar|bz2|xz
              r"|sql|sh|py|md|hdlp|pem|crt|key|toml|env|bak|iso|deb|rpm|html?|js|ts|go|rs|java|pdf|db")
 # Order matters: payload first (its words are the user's content, not the
 # request), then the most specific shapes. Each match is blanked out of the text.
-_PARAMS = re.compile(
+_PARAM_SHAPES = (
     r"""(?P<quoted>"[^"]*"|“[^”]*”|「[^」]*」|『[^』]*』|(?<![a-z0-9])'[^']+')"""
     r"|(?P<json>\{[^{}]*\}|\[[^\[\]]*\])"
     r"|(?P<url>\b(?:https?|ftp|wss?)://[^\s，。、；]+)"
@@ -183,9 +194,22 @@ _PARAMS = re.compile(
     r"|\b\d+\s*(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?|months?)\b)"
     r"|(?P<clock>\b\d{1,2}(?::\d{2})+\b|\b\d{1,2}\s*(?:am|pm)\b|\d{1,2}\s*点(?:\d+分?|半)?)"
     r"|(?P<hashnum>#\d+)"
-    r"|(?P<number>(?<![a-z0-9_.])\d+(?:\.\d+)?(?![a-z0-9_]))",
-    re.ASCII,  # \w and \b are ASCII: a path ends where Chinese text starts
+    r"|(?P<number>(?<![a-z0-9_.])\d+(?:\.\d+)?(?![a-z0-9_]))"
 )
+# Where no shape can start, skip without trying them: twenty alternatives at
+# every character were a third of a Match (English words cost the most). It
+# only rejects what the shapes reject anyway (tests/agent/test_text.py holds
+# it to the bare shapes):
+# * a character that begins no shape (most CJK text, spaces, punctuation);
+# * a letter inside a word: every shape that starts with a letter starts at \b;
+# * a word of letters and digits that a space, CJK or the end follows: the
+#   lettered shapes all go on with one of @/.=_:+- first (https:, a_b, a-b,
+#   a.log, k=v, a/b, a@b), but for a bare version (v2).
+_PARAM_GATE = (r"""(?=[\w.+~/#"'{\[“「『\-""" + _NUM_ZH + r"])"
+               r"(?!(?<=\w)[a-zA-Z_])"
+               r"(?!(?!v\d)[a-zA-Z][a-zA-Z0-9]*+(?![@/.=_:+-]))")
+_PARAMS = re.compile(_PARAM_GATE + "(?:" + _PARAM_SHAPES + ")",
+                     re.ASCII)  # \w and \b are ASCII: a path ends where Chinese text starts
 _SLOT = {"quoted": "p:text", "json": "p:text", "url": "p:url", "email": "p:text", "ip": "p:host",
          "abspath": "p:path", "relpath": "p:path", "repo": "p:repo", "filename": "p:path",
          "version": "p:version", "domain": "p:host", "kv": "p:text", "ident": "p:text", "name": "p:text",
@@ -199,13 +223,20 @@ _QUOTE_CHARS = re.compile(r'["“「『`]')
 # Words that introduce what a message, reminder or issue should say: "群里说一声
 # 发布完了", "提醒我去看发布结果", "remind me in 5 minutes to check the backup",
 # "notify the team that the deploy is done". What follows is the user's content.
+# The lookahead in front is the first characters of the alternatives: elsewhere
+# one test instead of six. Every match starts with one of the words of
+# _PAYLOAD_HINT, a branch of plain words that the regex engine scans for by
+# their first characters: it says whether to search, and from where.
+_PAYLOAD_HINT = re.compile("说|讲|提醒|叫|喊|标题|内容|正文|remind|ping|notify|tell|inform|message|email|let"
+                           "|saying|titled|with")
 _PAYLOAD_WORD = re.compile(
+    r"(?=[说讲提叫喊标内正rpntimelsw])(?:"
     r"(?<=[^\s听比据所虽要再来])(?:说|讲)(?![明法服说解究])(?:一声|一下|下)?(?=\s*\S)"
     r"|(?:提醒|叫|喊)(?:我|我们|大家|他|她)(?:一下|下)?(?:去|要|该)?(?=\s*\S)"
     r"|\b(?:remind|ping)\s+(?:me|us|him|her|them|everyone|the\s+\w+)\b[^.;!?]*?\bto\b(?=\s*\S)"
     r"|\b(?:notify|tell|inform|message|email|let)\b[^.;!?]*?\b(?:that|saying)\b(?=\s*\S)"
     r"|\b(?:saying|titled|with\s+(?:the\s+)?(?:title|subject|message|text|body))\b(?=\s*\S)"
-    r"|(?:标题|内容|正文)(?:是|为|叫)(?=\s*\S)")
+    r"|(?:标题|内容|正文)(?:是|为|叫)(?=\s*\S))")
 # A request that is itself a command line: a shell command word, then arguments
 # that read like arguments (flags, paths, names), not like an English sentence.
 _COMMAND_LINE = re.compile(
@@ -220,16 +251,25 @@ _SENTENCE_WORD = re.compile(r"\b(?:the|a|an|which|what|of|in|on|for|to|into|from
 # were added), "deleted files", "what changed": a state or a question about the past.
 _NOT_ASKED_AFTER = re.compile(r"\s*(?:了|过)?\s*的|\s*(?:了|过)\s*(?:多少|几)")
 _ASKED_BEFORE = re.compile(r"(?:要|想|请|需|待|帮我|打算|准备)\s*$")  # "要删除的文件": asked after all
+_BACKTICKED = re.compile(r"`([^`]+)`")
+_TABLE_AFTER = re.compile(r"\s*(?:表|库|tables?\b|databases?\b)")
+_PATH_SPLIT = re.compile(r"[/._-]+")
 _CLAUSE_BREAK = re.compile(r"[,，。;；!！?？\n]|\.\s|\s(?:and|then|but)\s|然后|并且|再")
 # A word right before the noun it names is a value, not a verb: "deploy 用户",
 # "the backup user", "users 表" (a table called users).
 _ENTITY_ZH = "用户|账号|账户|表|库|容器|服务|分支|仓库|进程|镜像|主机|机器|群|频道|任务|目录|文件"
 _ENTITY_EN = r"users?|accounts?|tables?|databases?|containers?|services?|branch(?:es)?|repos?|hosts?|jobs?|channels?"
+# Both alternatives start a word (\b and a letter: one test at other places);
+# a word is taken whole (*+), as giving back a letter can never reach the noun.
+# Either needs one of the nouns, or "the/for/our " before it: without any
+# (_NAMED_HINT, a fast scan for plain words), the text has no such name.
 _NAMED = re.compile(
-    r"\b[a-z_][a-z0-9_-]*(?=\s*(?:这个|那个|这些|那些)?\s*(?:" + _ENTITY_ZH + r"))"
-    r"|(?<=\b(?:the|for|our) )[a-z_][a-z0-9_-]*(?= (?:" + _ENTITY_EN + r")\b)",
+    r"\b(?=[a-z_])(?:"
+    r"[a-z_][a-z0-9_-]*+(?=\s*(?:这个|那个|这些|那些)?\s*(?:" + _ENTITY_ZH + r"))"
+    r"|(?<=\b(?:the|for|our) )[a-z_][a-z0-9_-]*+(?= (?:" + _ENTITY_EN + r")\b))",
     re.ASCII,
 )
+_NAMED_HINT = re.compile(_ENTITY_ZH + "|the |for |our ")
 
 
 class Term(NamedTuple):
@@ -254,9 +294,11 @@ class Analyzer:
     def __init__(self, vocabulary: "Vocabulary") -> None:
         self.vocabulary = vocabulary
         self._forms = vocabulary.forms
-        self._longest = vocabulary.longest
         self._kinds = vocabulary.kinds
         self._codes = vocabulary.codes
+        # Per concept feature, once: its query weight, and whether it is an operation.
+        self._concept_weight = {"c:" + c: KIND_WEIGHT[k] for c, k in self._kinds.items() if k in KIND_WEIGHT}
+        self._operations = frozenset("c:" + c for c, k in self._kinds.items() if k in ("op", "act"))
         # token character -> (lengths of the longer forms it starts, longest
         # first; the features of the one-token form, or None): one probe
         # decides most tokens, longer forms cost one slice per length.
@@ -281,66 +323,80 @@ class Analyzer:
         "corrected" to a vocabulary word. ``names`` are the registry's tool
         names, which keep their words when a request mentions one.
         """
+        return [_as_term(Term, fields) for fields in self.request(text, known_words, names)]
+
+    def request(self, text: str, known_words: Container[str] = (),
+                names: Container[str] = ()) -> list[tuple[str, str, float, int, int]]:
+        """:meth:`query` as plain tuples of the same fields, for the ranking:
+        a request makes dozens, and a plain tuple is several times cheaper to
+        make than a NamedTuple."""
         t = normalize(text)
-        out: list[Term] = []
         cut = _payload_start(t)
+        payload = ""
         if cut is not None:
-            out.append(Term("p:text", t[cut[1]:].strip(), SLOT_WEIGHT["p:text"], cut[0]))
+            payload = t[cut[1]:].strip()
             t = t[: cut[0]]
         # Blanked spans keep their length, so every offset refers to ``t``.
-        t = _NAMED.sub(self._drop_name, t)
+        if _NAMED_HINT.search(t):
+            t = _NAMED.sub(self._drop_name, t)
+        breaks = [m.start() for m in _CLAUSE_BREAK.finditer(t)]
+        out: list[tuple[str, str, float, int, int]] = []
+        if cut is not None:
+            out.append(("p:text", payload, SLOT_WEIGHT["p:text"], cut[0], _clause(breaks, cut[0])))
         if "`" in t:  # `uptime`: a command line; its words still say what it does
-            out.extend(Term("p:cmdline", m.group(1), SLOT_WEIGHT["p:cmdline"], m.start())
-                       for m in re.finditer(r"`([^`]+)`", t))
+            for m in _BACKTICKED.finditer(t):
+                at = m.start()
+                out.append(("p:cmdline", m.group(1), SLOT_WEIGHT["p:cmdline"], at, _clause(breaks, at)))
         pieces: list[str] = []
         last = 0
         host_at = -1
         has_number = False
         for m in _PARAMS.finditer(t):
             kind = m.lastgroup or "number"  # the outer group: "ip", never "ipport"
-            slot = _SLOT[kind]
             value = m.group()
             if kind == "name" and self._keep_name(value, names):
                 continue  # php-fpm, sha-256, a tool's own name: words that mean something
+            slot = _SLOT[kind]
             at = m.start()
+            clause = _clause(breaks, at)
             pieces.append(t[last:at])
             pieces.append(" " * len(value))
             last = m.end()
-            out.append(Term(slot, value, SLOT_WEIGHT[slot], at))
+            out.append((slot, value, SLOT_WEIGHT[slot], at, clause))
             if slot == "p:host":
                 host_at = at
-                if m.group("ipport"):
-                    out.append(Term("p:port", m.group("ipport"), SLOT_WEIGHT["p:port"], at))
+                port = m.group("ipport")
+                if port:
+                    out.append(("p:port", port, SLOT_WEIGHT["p:port"], at, clause))
             elif kind == "number" and value.isdigit() and 0 < int(value) < 65536:
                 has_number = True
             if slot == "p:path":
-                out.extend(Term(pt.feature, pt.surface, pt.weight, at) for pt in self._path_terms(value))
+                for feature, weight in self._path_terms(value):
+                    out.append((feature, value, weight, at, clause))
         pieces.append(t[last:])
         if host_at >= 0 and has_number:
             # A host and a bare number next to it: almost always a port ("10.0.0.5 的 8080").
-            out.append(Term("p:port", "", SLOT_WEIGHT["p:port"], host_at))
+            out.append(("p:port", "", SLOT_WEIGHT["p:port"], host_at, _clause(breaks, host_at)))
         if _COMMAND_LINE.match(t) and not _SENTENCE_WORD.search(t):
-            out.append(Term("p:cmdline", t.strip(), SLOT_WEIGHT["p:cmdline"], 0))
-        kinds = self._kinds
-        for term in self._segment("".join(pieces), known_words, correct=True):
-            if term.feature[0] == "c" and kinds[term.feature[2:]] in ("op", "act"):
-                end = term.start + len(term.surface)
-                if term.surface.endswith("ed") or (_NOT_ASKED_AFTER.match(t, end)
-                                                    and not _ASKED_BEFORE.search(t, 0, term.start)):
+            out.append(("p:cmdline", t.strip(), SLOT_WEIGHT["p:cmdline"], 0, _clause(breaks, 0)))
+        operations = self._operations
+        for term in self._segment("".join(pieces), known_words, True, breaks):
+            f, surface, _, start, _ = term
+            if f in operations:
+                if surface.endswith("ed") or (_NOT_ASKED_AFTER.match(t, start + len(surface))
+                                              and not _ASKED_BEFORE.search(t, 0, start)):
                     continue
             out.append(term)
         out.sort(key=_start)
-        breaks = [m.start() for m in _CLAUSE_BREAK.finditer(t)]
-        where = bisect.bisect
-        return [Term(f, sf, w, at, where(breaks, at)) for f, sf, w, at, _ in out]
+        return out
 
     def text(self, text: str) -> list[Term]:
         """Terms of a tool's own text (no parameter spotting, no typo correction)."""
-        return self._segment(normalize(text), (), correct=False)
+        return [_as_term(Term, fields) for fields in self._segment(normalize(text), (), False, None)]
 
     def features(self, text: str) -> list[str]:
         """Features of a tool's own text, lone unknown characters left out (no surfaces, no weights)."""
-        return self._scan(_fold(text), (), False, unigrams=False)
+        return self._scan(_fold(text), (), False, None, False, None)
 
     def features_many(self, texts: list[str]) -> list[list[str]]:
         """:meth:`features` of each text, in one pass over all of them.
@@ -352,7 +408,7 @@ class Analyzer:
         """
         joined = _fold(_SEP.join([t.replace(_SEP, " ") if _SEP in t else t for t in texts]))
         bounds: list[int] = []
-        out = self._scan(joined, (), False, unigrams=False, bounds=bounds)
+        out = self._scan(joined, (), False, None, False, bounds)
         if len(bounds) != len(texts) - 1:  # NFKC made or ate a separator: be exact instead
             return [self.features(t) for t in texts]
         result = []
@@ -369,39 +425,42 @@ class Analyzer:
 
     def _keep_name(self, value: str, names: Container[str]) -> bool:
         """A hyphenated word is a name (redis-server, agent-api) unless it is a form or a tool."""
-        return (value in names or tuple(stem(w) for w in value.split("-")) in self._forms
+        return (value in names or tuple([stem(w) for w in value.split("-")]) in self._forms
                 or (stem(value.replace("-", "")),) in self._forms)  # e-mail, roll-back
 
     def _drop_name(self, m: re.Match[str]) -> str:
         """Blank a name that the vocabulary would read as a verb (deploy, backup ...)."""
         word = m.group()
-        if re.match(r"\s*(?:表|库|tables?\b|databases?\b)", m.string[m.end():]):
+        if _TABLE_AFTER.match(m.string, m.end()):
             return " " * len(word)  # "users 表", "orders 库": a table or database named so
         concepts = self._forms.get((stem(word),), ())
-        if any(self._kinds[c] in ("op", "act", "look") for c in concepts):
-            return " " * len(word)
+        kinds = self._kinds
+        for c in concepts:
+            if kinds[c] in ("op", "act", "look"):
+                return " " * len(word)
         return word
 
-    def _path_terms(self, path: str) -> list[Term]:
-        """What a path says about its file: a file, of the kind its extension
-        names, and the things named along the way (/var/log, /data/orders)."""
+    def _path_terms(self, path: str) -> list[tuple[str, float]]:
+        """(feature, weight) of what a path says about its file: a file, of
+        the kind its extension names, and the things named along the way
+        (/var/log, /data/orders)."""
         kinds = self._kinds
-        out: list[Term] = []
+        out: list[tuple[str, float]] = []
         base = path.rstrip("/").rsplit("/", 1)[-1]
         if "." in base.strip("."):
-            out.append(Term("c:file", path, EXTENSION_WEIGHT))
+            out.append(("c:file", EXTENSION_WEIGHT))
             ext = base.strip(".").split(".", 1)[1]
-            out += [Term(t.feature, path, EXTENSION_WEIGHT) for t in self._segment(ext.replace(".", " "), (), False)
-                    if t.feature.startswith("c:") and kinds[t.feature[2:]] == "obj"]
-        words = " ".join(re.split(r"[/._-]+", path))
+            for f in self._scan(ext.replace(".", " "), (), False, None, True, None):
+                if f[0] == "c" and kinds[f[2:]] == "obj":
+                    out.append((f, EXTENSION_WEIGHT))
         # Only things, not verbs: /opt/release is not a request to release.
-        out += [Term(t.feature, path, PATH_WORD_WEIGHT) for t in self._segment(words, (), False)
-                if t.feature.startswith("c:") and kinds[t.feature[2:]] == "obj"]
+        for f in self._scan(" ".join(_PATH_SPLIT.split(path)), (), False, None, True, None):
+            if f[0] == "c" and kinds[f[2:]] == "obj":
+                out.append((f, PATH_WORD_WEIGHT))
         return out
 
-    def _scan(self, text: str, known_words: Container[str], correct: bool,
-              offsets: list[tuple[int, int]] | None = None, spans: list[tuple[int, int]] | None = None,
-              unigrams: bool = True, bounds: list[int] | None = None) -> list[str]:
+    def _scan(self, text: str, known_words: Container[str], correct: bool, spans: list[int] | None,
+              unigrams: bool, bounds: list[int] | None) -> list[str]:
         """Features of normalised ``text``: the longest vocabulary form at each
         token, else an English word or the CJK bigrams of an unknown run.
 
@@ -409,33 +468,41 @@ class Analyzer:
         ``Vocabulary.codes``), so a form lookup is a slice and a dict probe.
         Forms match across spaces and punctuation between tokens ("tar 包",
         "load average"); unknown CJK bigrams only join adjacent characters.
-        With ``offsets`` and ``spans``, each token's (start, end) in ``text``
-        and each feature's token range are recorded, for surfaces. A ``_SEP``
-        in the text ends a form and a run and, with ``bounds``, records how
-        many features came before it (see :meth:`features_many`).
+        With ``spans``, each feature's start and end offsets in ``text`` are
+        appended (two ints a feature), for surfaces. A ``_SEP`` in the text
+        ends a form and a run and, with ``bounds``, records how many features
+        came before it (see :meth:`features_many`).
         """
         codes, cache = self._codes, self._words
         pieces: list[str] = []
         words: dict[int, str] = {}   # token index -> stemmed English token
         gaps: set[int] = set()       # CJK tokens not adjacent to the CJK token before them
+        starts: list[int] = []       # with spans: each token's start and end in text
+        ends: list[int] = []
         n = 0
         prev_cjk = False
-        parts = _PART.finditer(text) if offsets is not None else _PART.findall(text)
-        for m in parts:
-            s = m if offsets is None else m.group()
+        at = 0  # with spans: where the previous part ended
+        # Strings, not match objects: a part's offset is its first occurrence
+        # from the end of the one before, as no part can start in between.
+        for s in _PART.findall(text):
+            if spans is not None:
+                a = text.find(s, at)
+                at = a + len(s)
             if s >= "\u3400":
                 if prev_cjk:
                     gaps.add(n)
                 pieces.append(s)
-                if offsets is not None:
-                    a = m.start()
-                    offsets.extend([(k, k + 1) for k in range(a, a + len(s))])
+                if spans is not None:
+                    for k in range(a, at):
+                        starts.append(k)
+                        ends.append(k + 1)
                 n += len(s)
                 prev_cjk = True
                 continue
             prev_cjk = False
-            if offsets is not None:
-                offsets.append(m.span())
+            if spans is not None:
+                starts.append(a)
+                ends.append(at)
             if s == _SEP:
                 pieces.append(s)
                 n += 1
@@ -455,26 +522,26 @@ class Analyzer:
             pieces.append(code)
             n += 1
         c = "".join(pieces)
-        first, lookup = self._first.get, self._multi_forms.get
+        first, lookup = self._first, self._multi_forms
         out: list[str] = []
         run = -1  # start of the current run of unknown CJK characters
         i = 0
         while i < n:
             ch = c[i]
-            info = first(ch)
+            info = first.get(ch)
             if info is not None:
                 sizes, found = info
-                for size in sizes:  # longer forms, longest first; else the one-token form
-                    if i + size <= n:
-                        hit = lookup(c[i:i + size])
+                size = 1
+                for longer in sizes:  # longer forms, longest first; else the one-token form
+                    if i + longer <= n:
+                        hit = lookup.get(c[i:i + longer])
                         if hit is not None:
                             found = hit
+                            size = longer
                             break
-                else:
-                    size = 1
                 if found is not None:
                     if run >= 0:
-                        self._flush(c, run, i, out, spans, unigrams)
+                        _flush(c, run, i, out, spans, starts, unigrams)
                         run = -1
                     if found:
                         if found is _SEP_FOUND:
@@ -483,59 +550,71 @@ class Analyzer:
                         else:
                             out.extend(found)
                             if spans is not None:
-                                spans.extend([(i, i + size)] * len(found))
+                                for _ in found:
+                                    spans.append(starts[i])
+                                    spans.append(ends[i + size - 1])
                     i += size
                     continue
             if ch >= _ENCODED or ch == "\x00":  # an English token that starts no form here
                 if run >= 0:
-                    self._flush(c, run, i, out, spans, unigrams)
+                    _flush(c, run, i, out, spans, starts, unigrams)
                     run = -1
                 w = words[i]
                 if not w.isdigit():
                     out.append("w:" + w)
                     if spans is not None:
-                        spans.append((i, i + 1))
+                        spans.append(starts[i])
+                        spans.append(ends[i])
             elif run < 0:
                 run = i
             elif i in gaps:
-                self._flush(c, run, i, out, spans, unigrams)
+                _flush(c, run, i, out, spans, starts, unigrams)
                 run = i
             i += 1
         if run >= 0:
-            self._flush(c, run, n, out, spans, unigrams)
+            _flush(c, run, n, out, spans, starts, unigrams)
         return out
 
-    @staticmethod
-    def _flush(c: str, start: int, end: int, out: list[str], spans: list[tuple[int, int]] | None,
-               unigrams: bool) -> None:
-        """An unknown CJK run: its bigrams, or the lone character (which only dilutes)."""
-        if end - start == 1:
-            if unigrams:
-                out.append("u:" + c[start])
-                if spans is not None:
-                    spans.append((start, end))
-            return
-        out.extend(["b:" + c[k:k + 2] for k in range(start, end - 1)])
-        if spans is not None:
-            spans.extend([(k, k + 2) for k in range(start, end - 1)])
-
-    def _segment(self, text: str, known_words: Container[str], correct: bool) -> list[Term]:
-        """Terms of normalised ``text``, with their surfaces and query weights."""
-        offsets: list[tuple[int, int]] = []
-        spans: list[tuple[int, int]] = []
-        feats = self._scan(text, known_words, correct, offsets, spans)
-        kinds = self._kinds
+    def _segment(self, text: str, known_words: Container[str], correct: bool,
+                 breaks: list[int] | None) -> list[tuple[str, str, float, int, int]]:
+        """Terms of normalised ``text`` as plain tuples (see :meth:`request`), with
+        their surfaces and query weights; with ``breaks`` (the offsets of the
+        clause breaks), their clauses, else -1."""
+        spans: list[int] = []
+        feats = self._scan(text, known_words, correct, spans, True, None)
+        weights = self._concept_weight
         out = []
-        for f, (a, b) in zip(feats, spans):
-            surface = text[offsets[a][0]:offsets[b - 1][1]]
+        j = 0
+        for f in feats:
+            a = spans[j]
             kind = f[0]
             if kind == "c":
-                weight = KIND_WEIGHT[kinds[f[2:]]]
+                weight = weights[f]
+                surface = text[a:spans[j + 1]]
             elif kind == "w":
                 weight = WORD_WEIGHT
+                surface = text[a:spans[j + 1]]
             elif kind == "b":
                 weight, surface = BIGRAM_WEIGHT, f[2:]
             else:
                 weight, surface = UNIGRAM_WEIGHT, f[2:]
-            out.append(Term(f, surface, weight, offsets[a][0]))
+            out.append((f, surface, weight, a, -1 if breaks is None else _clause(breaks, a)))
+            j += 2
         return out
+
+
+def _flush(c: str, start: int, end: int, out: list[str], spans: list[int] | None, starts: list[int],
+           unigrams: bool) -> None:
+    """An unknown CJK run: its bigrams, or the lone character (which only dilutes)."""
+    if end - start == 1:
+        if unigrams:
+            out.append("u:" + c[start])
+            if spans is not None:
+                spans.append(starts[start])
+                spans.append(starts[start] + 1)
+        return
+    for k in range(start, end - 1):
+        out.append("b:" + c[k:k + 2])
+        if spans is not None:
+            spans.append(starts[k])
+            spans.append(starts[k] + 2)

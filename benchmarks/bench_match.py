@@ -3,7 +3,9 @@
     python benchmarks/bench_match.py [--eval ../shared/eval] [--tools 10000]
 
 Prints, for a registry of the 40 eval tools plus synthetic ones (10,000 in
-all by default): cold build time (every tool analysed), restart time from
+all by default): Index.match per query under each matcher twin (pure and
+compiled, see agent/_backend.py) on the eval registry alone and on the whole
+registry, cold build time (every tool analysed), restart time from
 persisted analyses (Index.restore over ToolTerms.to_bytes, what a registry
 state saves), index memory, re-index time after one changed tool, import
 cost, per-query latency (p50/p99) of each engine with the ratios bitong/peer,
@@ -36,6 +38,7 @@ sys.path.insert(0, HERE)
 from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
 from parser import parse_file  # noqa: E402
 
+from agent import _backend  # noqa: E402
 from agent.evaluate import Query, Report, read_queries, score  # noqa: E402
 from agent.matcher import Hit, Index, MatchResult  # noqa: E402
 from synthetic import synthetic_queries, synthetic_tools  # noqa: E402
@@ -230,6 +233,15 @@ def main(argv: list[str] | None = None) -> int:
           f"max {max(times) * 1e3:.2f} ms; one removed: p50 {statistics.median(rm) * 1e3:.2f} ms")
     print(f"bitong import + vocabulary load in a fresh interpreter: {import_cost() * 1e3:.0f} ms")
 
+    # ------------------------------------------------------------ the twins: Index.match alone
+    small = Index.build(real)
+    print(f"\nIndex.match per query, each twin ({len(speed_queries)} queries; active twin: {_backend.BACKEND}):")
+    for twin in _backend.backends():
+        for label, idx in ((f"{len(real)} eval tools", small), (f"{len(big)} tools", index)):
+            xs = latencies(bitong_engine(idx.using(twin)), speed_queries)
+            print(f"  {twin.name:7s} {label:16s} p50 {pct(xs, 0.5) * 1e6:7.1f} us   mean {statistics.fmean(xs) * 1e6:7.1f} us"
+                  f"   p99 {pct(xs, 0.99) * 1e6:7.1f} us")
+
     # ------------------------------------------------------------ latency, same corpus, same queries
     engines: dict[str, Ranker] = {"bitong": bitong_engine(index)}
     t0 = time.perf_counter()
@@ -251,7 +263,6 @@ def main(argv: list[str] | None = None) -> int:
 
     # ------------------------------------------------------------ eval scores, 40-tool registry
     print(f"\neval on {len(real)} tools, {len(queries)} queries:")
-    small = Index.build(real)
     rep = score(queries, [small.match(q.text, 3) for q in queries])
     print(f"  bitong     {rep.summary}   (default threshold)")
     for name, make in (("bm25s", bm25s_engine), ("rank_bm25", rank_bm25_engine)):

@@ -26,7 +26,7 @@ def bitong(*args: str, stdin: str | None = None, check: bool = False) -> subproc
 
 def test_version_names_the_live_parser_backend() -> None:
     out = bitong("--version").stdout
-    assert re.fullmatch(r"bitong \d+\.\d+\.\d+ parser=(cython|pure)\n", out)
+    assert re.fullmatch(r"bitong \d+\.\d+\.\d+ matcher=(cython|pure) parser=(cython|pure)\n", out)
 
 
 def test_version_honours_bitong_pure() -> None:
@@ -34,7 +34,7 @@ def test_version_honours_bitong_pure() -> None:
 
     env = dict(os.environ, BITONG_PURE="1")
     out = subprocess.run([*BITONG, "--version"], capture_output=True, text=True, env=env, check=True).stdout
-    assert out.endswith("parser=pure\n")
+    assert out.endswith("matcher=pure parser=pure\n")
 
 
 @pytest.mark.skipif(not EVAL_REGISTRY.is_dir(), reason="shared/eval/registry is not beside this checkout")

@@ -8,6 +8,7 @@ import os
 import pytest
 from parser import parse
 
+from agent import _backend
 from agent.matcher import DEFAULT_THRESHOLD, SUGGESTION, Hit, Index, MatchResult, ToolTerms, analyze
 from agent.vocabulary import VocabularyError, load_vocabulary
 
@@ -24,8 +25,18 @@ def tool(name: str, display: str, intent: str, *, why: str = "运维需要", ext
     )
 
 
+TWINS = _backend.backends()
+
+
+@pytest.fixture(scope="module", params=TWINS, ids=[b.name for b in TWINS])
+def twin(request: pytest.FixtureRequest) -> _backend.Backend:
+    """Each matcher twin in turn: the pure one, and the compiled one when built
+    (tests/agent/test_matcher_twins.py holds them to the same answers)."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def small() -> Index:
+def small(twin: _backend.Backend) -> Index:
     return Index.build([
         tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间"),
         tool("log-tail", "日志尾部", "显示日志文件最后 N 行", extra="trigger_keywords: [日志, tail]\n",
@@ -35,17 +46,17 @@ def small() -> Index:
         tool("service-status", "服务状态", "查看某个 systemd 服务是否在运行"),
         tool("user-list", "系统用户列表", "列出服务器上的系统账号",
              extra="non_goals: [不修改密码, 不新建或删除用户]\n"),
-    ])
+    ]).using(twin)
 
 
 @pytest.fixture(scope="module")
-def registry() -> Index:
+def registry(twin: _backend.Backend) -> Index:
     paths = sorted(glob.glob(os.path.join(EVAL_REGISTRY, "*", "TOOL.hdlp")))
     if not paths:
         pytest.skip("../shared/eval/registry is not checked out next to the repository")
     from parser import parse_file
 
-    return Index.build(parse_file(p) for p in paths)
+    return Index.build(parse_file(p) for p in paths).using(twin)
 
 
 def first(result: MatchResult) -> str | None:
