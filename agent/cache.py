@@ -133,13 +133,14 @@ class CacheAgent:
         return "inotify" if self._inotify is not None else "poll"
 
     async def start(self) -> Snapshot:
+        seeded = False
         if self.state_path:
             seeded = await asyncio.to_thread(self.registry.load_state, self.state_path)
             log.info("registry state %s: %s", self.state_path, "loaded" if seeded else "not used")
-        before = self.registry.snapshot
-        snap = await asyncio.to_thread(self.registry.rescan)
-        if snap is not before:
-            await self._save()
+        if not seeded:
+            await asyncio.to_thread(self.registry.rescan)
+        snap = self.registry.snapshot
+        await self._save()
         if self.use_inotify:
             try:
                 self._inotify = _Inotify()
