@@ -473,6 +473,17 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
     if deadline <= started:
         return Outcome(ok=False, timed_out=True,
                        error="timed out before start: the deadline had already passed; nothing ran")
+    global _in_flight
+    _in_flight += 1
+    try:
+        return await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started)
+    finally:
+        _in_flight -= 1
+
+
+async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink: Sink | None,
+                       use_pidfd: bool | None, stdin: int | None, env: dict[str, str] | None,
+                       started: float) -> Outcome:
     cwd = runtime_dir(tool)
     cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
     loop = asyncio.get_running_loop()
@@ -543,7 +554,21 @@ async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], 
                           stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
     """:func:`_spawn` on a spawner thread. A call cancelled meanwhile waits for
     the spawn to land, then kills and reaps what it started before the
-    cancellation goes on: nothing is left behind, and nothing outlives the call."""
+    cancellation goes on: nothing is left behind, and nothing outlives the call.
+
+    When no other call of this process is running, the thread hop would only
+    add latency (nobody waits behind this spawn), so the spawn runs inline."""
+    if _in_flight <= 1:
+        return _spawn(argv, cwd, env, stdin)
+    return await _spawn_on_thread(loop, argv, cwd, env, stdin)
+
+
+_in_flight = 0
+"""Processes being run by :func:`run_process` in this server right now (all on one loop)."""
+
+
+async def _spawn_on_thread(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
+                           stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
     future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin)
     try:
         return await asyncio.shield(future)
