@@ -36,6 +36,7 @@ Needs ``pip install -r benchmarks/requirements.txt`` (mcp 2.x).
 
 from __future__ import annotations
 
+import abc
 import argparse
 import asyncio
 import json
@@ -525,22 +526,22 @@ class McpPeer:
         self.lt.run(self._stop())
 
 
-class Contestant:
+class Contestant(abc.ABC):
     """One system under test, as blocks: p50 samples of Call/Match, calls/s at 16 in flight."""
 
     name = ""
 
-    def call_lat(self, n: int) -> list[float]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def call_lat(self, n: int) -> list[float]: ...
 
-    def match_lat(self, n: int) -> list[float]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def match_lat(self, n: int) -> list[float]: ...
 
-    def call_qps(self, seconds: float) -> float:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def call_qps(self, seconds: float) -> float: ...
 
-    def match_qps(self, seconds: float) -> float:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def match_qps(self, seconds: float) -> float: ...
 
 
 class SyncGrpc(Contestant):
