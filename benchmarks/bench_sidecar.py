@@ -221,7 +221,7 @@ def eval_queries() -> list[str]:
             return out
     except OSError:
         pass
-    return ["执行下 uname -a", "最近几次commit都改了啥", "show me the last 10 commits", "读取文件 /etc/hosts"]
+    return ["跑一下 uname -r 看内核版本", "仓库最近提交了哪些改动", "list recent commits of the repo", "读取文件 /etc/hosts"]
 
 
 def machine() -> dict[str, Any]:

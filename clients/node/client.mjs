@@ -154,7 +154,7 @@ function checks(agent, health) {
     }],
 
     ["match_none", async () => {
-      const reply = await unary(agent, "Match", { intent: "写一首关于秋天的诗" });
+      const reply = await unary(agent, "Match", { intent: "给我讲个关于程序员的笑话" });
       expect(!reply.found && reply.suggestion === SUGGESTION, "found false with the suggestion", reply);
       return { found: reply.found, suggestion: reply.suggestion };
     }],

@@ -106,13 +106,13 @@ def _queries(tools: list, n: int = 400, seed: int = 11) -> list[str]:
     dev = SHARED / "dev_queries.tsv"
     out = [q.text for q in read_queries(dev)] if dev.exists() else []
     words = [w for t in tools for text in (t.display, t.intent, *t.trigger_keywords) for w in text.split() if w]
-    shapes = ["/var/log/nginx/error.log", "https://api.example.com/v1/health", "10.0.0.5:8080", "10.2.3.4 的 3306",
+    shapes = ["/var/log/app/worker.log", "https://status.example.org/v2/ping", "10.9.8.7:9090", "10.2.3.4 的 3306",
               "二十分钟后", "5 minutes", "3点半", "v1.2.3", "#42", "ops/infra", "redis-server", "DB_PASSWORD",
               "max_connections=200", "`du -sh /var/cache`", '"hello world"', "「今晚停机」", "a.txt", "--force",
               "deploy 用户", "the backup user", "users 表", "example.org", "x@y.com", "{\"a\": 1}", "～/tmp"]
     glue = ["，然后", "; ", " and ", "。", " then ", "：", "说一声 ", "提醒我", " remind me to ", "转成 json",
             "把", "帮我", "看看", "重启", "删掉", "关掉的", "新增了多少", "please ", "what changed in ", ""]
-    typos = ["resatrt", "chekc", "dokcer", "pign", "statsu", "serivce"]
+    typos = ["restrat", "chcek", "dcoker", "pnig", "stauts", "srevice"]
     for _ in range(n):
         parts = [rng.choice(words) for _ in range(rng.randint(1, 4))]
         parts += [rng.choice(shapes) for _ in range(rng.randint(0, 2))]
