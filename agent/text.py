@@ -266,10 +266,14 @@ _ENTITY_EN = r"users?|accounts?|tables?|databases?|containers?|services?|branch(
 _NAMED = re.compile(
     r"\b(?=[a-z_])(?:"
     r"[a-z_][a-z0-9_-]*+(?=\s*(?:这个|那个|这些|那些)?\s*(?:" + _ENTITY_ZH + r"))"
-    r"|(?<=\b(?:the|for|our) )[a-z_][a-z0-9_-]*+(?= (?:" + _ENTITY_EN + r")\b))",
+    r"|(?<=\b(?:the|for|our) )[a-z_][a-z0-9_-]*+(?= (?:" + _ENTITY_EN + r")\b)"
+    # ... or right after it, in English: "cron jobs for user deploy", "the container backup",
+    # "a job named deploy"; only the name (group "after") is blanked.
+    r"|(?:(?<=\bfor )|(?<=\bof )|(?<=\bby )|(?<=\bthe ))(?:" + _ENTITY_EN + r") (?P<after>[a-z_][a-z0-9_-]*+)"
+    r"|(?:(?<=\bnamed )|(?<=\bcalled ))[a-z_][a-z0-9_-]*+)",
     re.ASCII,
 )
-_NAMED_HINT = re.compile(_ENTITY_ZH + "|the |for |our ")
+_NAMED_HINT = re.compile(_ENTITY_ZH + "|the |for |our |of |by |named |called ")
 
 
 class Term(NamedTuple):
@@ -430,15 +434,20 @@ class Analyzer:
 
     def _drop_name(self, m: re.Match[str]) -> str:
         """Blank a name that the vocabulary would read as a verb (deploy, backup ...)."""
-        word = m.group()
-        if _TABLE_AFTER.match(m.string, m.end()):
-            return " " * len(word)  # "users 表", "orders 库": a table or database named so
+        whole = m.group()
+        word = m.group("after")
+        if word is None:
+            word = whole
+            if _TABLE_AFTER.match(m.string, m.end()):
+                return " " * len(word)  # "users 表", "orders 库": a table or database named so
+        # "for user deploy": the noun stays, only the name after it goes.
+        lead = whole[: len(whole) - len(word)]
         concepts = self._forms.get((stem(word),), ())
         kinds = self._kinds
         for c in concepts:
             if kinds[c] in ("op", "act", "look"):
-                return " " * len(word)
-        return word
+                return lead + " " * len(word)
+        return whole
 
     def _path_terms(self, path: str) -> list[tuple[str, float]]:
         """(feature, weight) of what a path says about its file: a file, of

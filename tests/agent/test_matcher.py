@@ -78,6 +78,25 @@ def test_phrasings_find_the_tool(small: Index, intent: str, expected: str) -> No
     assert first(small.match(intent)) == expected
 
 
+@pytest.mark.parametrize("intent, expected", [
+    ("列出系统账号, only the account deploy", "user-list"),   # a name after its noun
+    ("list the system accounts for user backup", "user-list"),
+    ("restart the service called deploy", "service-restart"),          # "called X", "named X"
+    ("is the service named backup still running", "service-status"),
+])
+def test_a_name_after_its_noun_is_a_value_not_an_operation(small: Index, intent: str, expected: str) -> None:
+    assert first(small.match(intent)) == expected
+
+
+def test_a_pasted_or_said_file_reads_as_reading() -> None:
+    index = Index.build([
+        tool("file-read", "读取文件", "读取服务器上一个文本文件的内容"),
+        tool("disk-usage", "磁盘空间", "查看服务器各个分区的容量和剩余空间"),
+    ])
+    assert first(index.match("把 /etc/fstab 贴给我")) == "file-read"
+    assert first(index.match("what does /etc/fstab say")) == "file-read"
+
+
 def test_a_typo_in_an_english_word_is_forgiven(small: Index) -> None:
     assert first(small.match("resatrt the nginx service")) == "service-restart"
 
