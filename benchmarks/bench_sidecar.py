@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import resource
 import shutil
 import signal
@@ -54,6 +53,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Self
+
+from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 # grpc core logs a GOAWAY at INFO when a server it talked to stops: noise in a benchmark's output.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -224,16 +225,6 @@ def eval_queries() -> list[str]:
     return ["跑一下 uname -r 看内核版本", "仓库最近提交了哪些改动", "list recent commits of the repo", "读取文件 /etc/hosts"]
 
 
-def machine() -> dict[str, Any]:
-    """What ran this: the figures mean little without it."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "nproc": os.cpu_count(), "cpu": cpu,
-            "python": platform.python_version(), "platform": platform.platform()}
 
 
 def versions() -> dict[str, str]:

@@ -34,7 +34,6 @@ import importlib
 import inspect
 import json
 import os
-import platform
 import resource
 import signal
 import subprocess
@@ -43,6 +42,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -233,15 +234,6 @@ def md_table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> dict[str, Any]:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "nproc": os.cpu_count(), "cpu": cpu,
-            "python": platform.python_version(), "platform": platform.platform()}
 
 
 def busy_s() -> float:
