@@ -46,11 +46,10 @@ def extensions() -> list[Extension]:
     ``build.py`` are compiled as they are (Cython pure-Python mode, typed by
     ``_nodes.pxd`` / ``_build.pxd``) into ``parser._nodes`` / ``parser._build``,
     so the value constructors and the format's rules have one source. The
-    matcher's hot path is built the same way: ``agent/text.py`` and
-    ``agent/ranking.py`` into ``agent._text`` / ``agent._ranking``, typed by
-    ``agent/_text.pxd`` / ``agent/_ranking.pxd``. These keep Python's bounds
-    checks and ignore annotations (the .pxd is what types them): they are
-    Python code and must behave as such.
+    matcher's hot path is built the same way: ``agent/match/analysis.py`` and
+    ``agent/match/lexical.py`` into ``agent.match._analysis`` /
+    ``agent.match._lexical``. These keep Python's bounds checks and ignore
+    annotations: they are Python code and must behave as such.
     """
     if PURE:
         return []
@@ -71,8 +70,8 @@ def extensions() -> list[Extension]:
     )
     for name, source, pxds in (("parser._nodes", "parser/nodes.py", ("parser/_nodes.pxd",)),
                                ("parser._build", "parser/build.py", ("parser/_build.pxd", "parser/_nodes.pxd")),
-                               ("agent._text", "agent/text.py", ("agent/_text.pxd",)),
-                               ("agent._ranking", "agent/ranking.py", ("agent/_ranking.pxd",))):
+                               ("agent.match._analysis", "agent/match/analysis.py", ()),
+                               ("agent.match._lexical", "agent/match/lexical.py", ())):
         exts += cythonize(
             [Extension(name, [source])],
             compiler_directives={"language_level": "3", "annotation_typing": False},
@@ -87,11 +86,11 @@ def extensions() -> list[Extension]:
 generate_protos()
 
 setup(
-    packages=["bitong", "bitong.v1", "bitong.tools", "agent", "agent.executors", "parser"],
+    packages=["bitong", "bitong.v1", "bitong.tools", "agent", "agent.executors", "agent.match", "parser"],
     package_dir={"bitong.tools": "tools"},
     package_data={
         "parser": ["hdlp.lark", "*.pyx", "*.pxd"],
-        "agent": ["vocabularies/*.tsv", "*.pxd"],
+        "agent": ["vocabularies/*.tsv"],
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
     },

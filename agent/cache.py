@@ -15,6 +15,7 @@ slow safety poll runs in any case.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
 import ctypes.util
 import errno
@@ -127,6 +128,9 @@ class CacheAgent:
         self._inotify: _Inotify | None = None
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._semantic_task: asyncio.Task | None = None
+        self._semantic_again = False
+        self._semantic_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bitong-vectors")
 
     @property
     def mode(self) -> str:
@@ -150,9 +154,40 @@ class CacheAgent:
             self._rewatch()
             asyncio.get_running_loop().add_reader(self._inotify.fd, self._on_readable)
         self._task = asyncio.create_task(self._run(), name="bitong-cache-agent")
+        self._semantics()
         return snap
 
+    def _semantics(self) -> None:
+        """Tool vectors and calibration in the background: the index serves lexically until they are in."""
+        if self._semantic_task is not None and not self._semantic_task.done():
+            self._semantic_again = True
+            return
+        self._semantic_task = asyncio.create_task(self._run_semantics(), name="bitong-semantics")
+
+    async def _run_semantics(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._semantic_again = False
+            try:
+                changed = await loop.run_in_executor(self._semantic_pool, self.registry.refresh_semantics)
+            except Exception:  # the lexical index keeps serving
+                log.exception("computing tool vectors failed; matching stays lexical for now")
+                return
+            if changed:
+                await self._save()
+                if self.on_swap is not None:
+                    self.on_swap(self.registry.snapshot)
+            if not self._semantic_again:
+                return
+
     async def stop(self) -> None:
+        if self._semantic_task is not None:
+            self._semantic_task.cancel()
+            try:
+                await self._semantic_task
+            except asyncio.CancelledError:
+                pass
+            self._semantic_task = None
         if self._task is not None:
             self._task.cancel()
             try:
@@ -211,6 +246,7 @@ class CacheAgent:
                 await self._save()
                 if self.on_swap is not None:
                     self.on_swap(snap)
+                self._semantics()
 
     async def _save(self) -> None:
         if not self.state_path:

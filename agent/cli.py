@@ -28,7 +28,7 @@ EXIT_USAGE = 2
 
 
 def _version() -> str:
-    from . import _backend
+    from .match import _backend
 
     # parser= stays last: scripts read the parser backend off the end of the line
     return f"bitong {bitong.__version__} matcher={_backend.BACKEND} parser={hdlp.BACKEND}"
@@ -41,16 +41,27 @@ def _roots(args: argparse.Namespace) -> list[str]:
 
 
 def _vocabulary(args: argparse.Namespace) -> Any:
-    from .vocabulary import VocabularyError, load_vocabulary
+    """The packaged ops vocabulary (unless --no-vocabulary) plus the user's --vocabulary files."""
+    from .match.vocabulary import VocabularyError, default_vocabulary, load_vocabulary
 
     extra = getattr(args, "vocabulary", None) or []
+    packaged = not getattr(args, "no_vocabulary", False)
     if not extra:
-        return None
+        return default_vocabulary() if packaged else None
     try:
-        return load_vocabulary(extra)
+        return load_vocabulary(extra, packaged=packaged)
     except VocabularyError as exc:
         print(f"bitong: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    """The multilingual model, unless --no-semantic (or it cannot load here: then matching is lexical)."""
+    if getattr(args, "no_semantic", False):
+        return None
+    from .match.semantic import default_embedder
+
+    return default_embedder()
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -67,16 +78,19 @@ def _config(args: argparse.Namespace) -> Any:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def _local_agent(args: argparse.Namespace) -> Any:
+def _local_agent(args: argparse.Namespace, matching: bool = False) -> Any:
     from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
 
     executors = Executors(_config(args))
-    registry = Registry(_roots(args), vocabulary=_vocabulary(args))
+    registry = Registry(_roots(args), vocabulary=_vocabulary(args),
+                        embedder=_embedder(args) if matching else None)
     snap = registry.rescan()
     for err in snap.errors:
         print(f"bitong: {err}", file=sys.stderr)
+    if matching:  # one-shot: vectors and calibration now, not in the background
+        registry.refresh_semantics()
     return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
@@ -106,16 +120,20 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
             cand["matched_terms"] = list(c.matched_terms)
         out["candidates"].append(cand)
     out["suggestion"] = reply.suggestion
+    if explain:
+        out["explanation"] = reply.explanation
+        out["near_misses"] = [{"name": c.name, "score": round(c.score, 4), "matched_terms": list(c.matched_terms)}
+                              for c in reply.near_misses]
     return out
 
 
 def cmd_match(args: argparse.Namespace) -> int:
     if args.server:
         stub = _stub(args.server)
-        ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k))  # noqa: E731
+        ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k, explain=args.explain))  # noqa: E731
     else:
-        agent = _local_agent(args)
-        ask = lambda q: agent.match(q, args.top_k)  # noqa: E731
+        agent = _local_agent(args, matching=True)
+        ask = lambda q: agent.match(q, args.top_k, explain=args.explain)  # noqa: E731
     if args.query == "-":
         for raw in sys.stdin:
             query = raw.rstrip("\r\n")
@@ -129,11 +147,15 @@ def cmd_match(args: argparse.Namespace) -> int:
         return 0 if reply.found else EXIT_FAILED
     if not reply.found:
         print(f"found: false  suggestion: {reply.suggestion}")
-    for rank, c in enumerate(reply.candidates, 1):
-        line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}"
+    shown = list(reply.candidates) or (list(reply.near_misses) if args.explain else [])
+    for rank, c in enumerate(shown, 1):
+        mark = "" if reply.found else "  (under the threshold)"
+        line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}{mark}"
         if args.explain:
             line += f"\n   matched: {', '.join(c.matched_terms) or '-'}"
         print(line)
+    if args.explain and reply.explanation:
+        print(f"why: {reply.explanation}")
     return 0 if reply.found else EXIT_FAILED
 
 
@@ -267,9 +289,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import evaluate
+    from .match import evaluate
 
-    agent = _local_agent(args)
+    agent = _local_agent(args, matching=True)
     try:
         report = evaluate.evaluate(agent.registry.snapshot.index, args.queries, threshold=args.threshold)
     except evaluate.EvalError as exc:
@@ -286,7 +308,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
     _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
-               threshold=args.threshold, poll_s=args.poll, grace_s=args.grace, state_path=args.state))
+               embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace, state_path=args.state))
     return 0
 
 
@@ -308,7 +330,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="a tools root (<DIR>/<name>/TOOL.hdlp); repeat for more; default: the bundled tools")
         p.add_argument("--vocabulary", action="append", metavar="FILE",
                        help="an extra synonym vocabulary for matching; repeat for more")
-        p.add_argument("--threshold", type=float, default=None, help="the score below which Match says found=false")
+        p.add_argument("--no-vocabulary", action="store_true",
+                       help="match without the packaged ops vocabulary (--vocabulary files still apply)")
+        p.add_argument("--no-semantic", action="store_true",
+                       help="match by words alone, without the multilingual model")
+        p.add_argument("--threshold", type=float, default=None,
+                       help="the calibrated score below which Match says found=false (default 0.5)")
         p.add_argument("--config", metavar="FILE",
                        help="the TOML config: endpoints, where tokens come from, defaults (see README)")
 
@@ -326,7 +353,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("query", metavar="QUERY", help="the intent, or - to read one query a line from stdin (JSON lines out)")
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--explain", action="store_true", help="show the matched terms of each candidate")
+    p.add_argument("--explain", action="store_true",
+                   help="show the matched terms of each candidate, and why the answer is found or not")
     p.add_argument("--server", metavar="ADDR")
     p.set_defaults(func=cmd_match)
 

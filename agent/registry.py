@@ -31,7 +31,10 @@ from bitong.v1.agent_pb2 import ToolDef
 
 from parser import ParseError, parse_bytes
 
-from . import matcher
+from .match import index as matcher
+from .match.calibrate import calibrate
+from .match.semantic import Embedder
+from .match.vocabulary import Vocabulary
 
 __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
 
@@ -157,13 +160,18 @@ class Registry:
     readers never lock: they read ``registry.snapshot`` once per request.
     """
 
-    def __init__(self, roots: Sequence[str], *, vocabulary: matcher.Vocabulary | None = None) -> None:
+    def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
+                 embedder: Embedder | None = None) -> None:
         if not roots:
             raise ValueError("at least one tools root is needed")
         self.roots = tuple(os.path.abspath(r) for r in roots)
         self._vocabulary = vocabulary
+        self._embedder = embedder
         self._lock = threading.Lock()
-        self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary), 0, {}, self.roots)
+        self._semantic_lock = threading.Lock()
+        self._calibrated: tuple[frozenset[str], bool] | None = None
+        self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
+                                 self.roots)
 
     def rescan(self) -> Snapshot:
         """Bring the snapshot up to date with the disk; return the (possibly new) snapshot."""
@@ -226,8 +234,59 @@ class Registry:
         """A snapshot from stored files, its index restored from stored analyses where still fresh."""
         tools, errors = _resolve(files)
         stored = [(tool, analyses.get(tool.source_path, b"")) for tool in tools.values()]
-        index = matcher.Index.restore(stored, vocabulary=self._vocabulary)
+        index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
+
+    # ------------------------------------------------------------ vectors and calibration
+
+    def refresh_semantics(self, batch: int = 32) -> bool:
+        """Compute the tool vectors the index lacks and recalibrate; swap each step in as it is done.
+
+        Runs off the request path (the cache agent's background thread):
+        meanwhile the index serves lexically. Vectors are keyed by content
+        hash, so a tool that changed in between is simply left for the next
+        round. Returns True if the snapshot changed.
+        """
+        with self._semantic_lock:
+            changed = False
+            emb = self._embedder
+            if emb is not None:
+                pending = self.snapshot.index.pending_vectors()
+                for i in range(0, len(pending), batch):
+                    part = pending[i:i + batch]
+                    texts = [t for a in part for t in a.vector_texts()]
+                    vecs = emb.passages(texts)
+                    computed = {}
+                    at = 0
+                    for a in part:
+                        k = 1 + len(a.non_goals)
+                        computed[a.name] = (a.sha256, vecs[at:at + k])
+                        at += k
+                    with self._lock:
+                        self._swap_index(self.snapshot.index.with_vectors(computed))
+                    changed = True
+            snap = self.snapshot
+            key = (frozenset(snap.tools), snap.index.semantic_ready)
+            if self._calibrated is None or self._needs_calibration(key):
+                fitted = calibrate(snap.index, snap.tools)
+                with self._lock:
+                    self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
+                                                                          fitted.lexical_calibration))
+                self._calibrated = key
+                changed = True
+            return changed
+
+    def _needs_calibration(self, key: tuple[frozenset[str], bool]) -> bool:
+        assert self._calibrated is not None
+        names, ready = self._calibrated
+        if key[1] != ready:
+            return True
+        moved = len(names.symmetric_difference(key[0]))
+        return moved > max(2, len(names) // 10)
+
+    def _swap_index(self, index: matcher.Index) -> None:
+        old = self.snapshot
+        self.snapshot = Snapshot(old.tools, old.errors, index, old.generation + 1, old._files, self.roots)
 
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()

@@ -60,7 +60,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         self.agent = agent
 
     async def Match(self, request: pb.MatchRequest, context: grpc.aio.ServicerContext) -> pb.MatchResponse:
-        return self.agent.match(request.intent, request.top_k)
+        return self.agent.match(request.intent, request.top_k, explain=request.explain)
 
     async def ListTools(self, request: pb.ListToolsRequest,
                         context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
@@ -89,9 +89,9 @@ class Sidecar:
     """A running server: the registry, its cache agent, and the gRPC endpoint."""
 
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
-                 vocabulary: Any = None, threshold: float | None = None, poll_s: float = 0.5,
+                 vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
                  grace_s: float = 30.0, state_path: str | None = None) -> None:
-        self.registry = Registry(roots, vocabulary=vocabulary)
+        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold)
         self.listen = listen

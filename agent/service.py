@@ -18,7 +18,8 @@ from typing import Any, Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
-from . import allowlist, matcher, params
+from . import allowlist, params
+from .match.index import SUGGESTION
 from .confirm import ConfirmBook
 from .executors import Executors
 from .executors.base import Outcome, Sink
@@ -44,18 +45,23 @@ class ToolAgent:
 
     # ------------------------------------------------------------ Match
 
-    def match(self, intent: str, top_k: int = 0) -> pb.MatchResponse:
+    def match(self, intent: str, top_k: int = 0, *, explain: bool = False) -> pb.MatchResponse:
+        """Match one intent. ``explain`` adds why (and, when not found, the near misses) for a tool author."""
         snap = self.registry.snapshot
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
         result = snap.index.match(intent, k, threshold=self.threshold)
         reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
-        if not result.found:
-            return reply  # seed §2 step 3: no match is {found: false, suggestion}, no near misses to misuse
+        if explain:
+            reply.explanation = result.explanation
+        # seed §2 step 3: no match is {found: false, suggestion}; near misses only when asked to explain
+        into = reply.candidates if result.found else (reply.near_misses if explain else None)
+        if into is None:
+            return reply
         for hit in result.hits:
             tool = snap.tools.get(hit.name)
             if tool is None:  # index and tools come from one snapshot; this cannot drift
                 continue
-            reply.candidates.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
+            into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
         return reply
 
     def list_tools(self) -> pb.ListToolsResponse:
@@ -78,7 +84,7 @@ class ToolAgent:
             close = difflib.get_close_matches(name, list(snap.tools), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             log.info("call %s: not registered", name)
-            return pb.CallResult(ok=False, found=False, tool=name, suggestion=matcher.SUGGESTION,
+            return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
                                  error=f"no tool named '{name}' is registered{hint}")
         result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from agent.matcher import Index, MatchResult
+from agent.match.index import Index, MatchResult
 
 __all__ = ["EvalError", "Query", "Report", "evaluate", "read_queries", "score"]
 

@@ -1,0 +1,638 @@
+"""Intent to tools: the match index, the evidence for each candidate, and the found decision.
+
+For each request the index gathers evidence for the tools that could fit:
+
+* lexical: the share of the request a tool explains (BM25F presences over
+  its fields; :mod:`agent.match.lexical`), and its margin over the next tool;
+* semantic: the cosine between the request and the tool's text in a
+  multilingual embedding (:mod:`agent.match.semantic`), as a z-score against
+  the whole registry (how much this tool stands out for this request) and
+  its margin over the next tool;
+* a ``trigger_keywords`` phrase present in the request;
+* ``non_goals``: a request closer to one of the tool's non-goal lines than to
+  the tool (by meaning), or naming what sets the line apart from the tool
+  (by words), pushes the tool away; a tool the line refers to ("用 X")
+  gains.
+
+The evidence is combined into a logit, and the logit into a probability-like
+score by the registry's own calibration (:mod:`agent.match.calibrate`:
+pseudo-requests made from the tools' texts, never from eval queries). One
+threshold on that score decides ``found``.
+
+The index is immutable: :meth:`Index.updated` returns a new one sharing what
+the change did not touch, :meth:`Index.with_vectors` one with more tool
+vectors (computed off the request path by the cache agent). Until every tool
+has its vectors, the index ranks lexically, with the lexical calibration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import math
+import pkgutil
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from bitong.v1.agent_pb2 import ToolDef
+
+from agent.match import _backend
+from agent.match.analysis import Terms, normalize, stem
+from agent.match.semantic import DIM, Embedder, negation_stripped
+from agent.match.vocabulary import Vocabulary
+
+__all__ = ["DEFAULT_THRESHOLD", "SUGGESTION", "Calibration", "Hit", "Index", "MatchResult", "ToolAnalysis",
+           "analysis_fingerprint", "analyze"]
+
+SUGGESTION = "此工具尚不在仓库中，需铸渊新建"
+DEFAULT_THRESHOLD = 0.5
+
+_REFERRAL = re.compile(r"[（(]?\s*(?:用|改用|请用|请使用|使用|use|see|try)\s*([a-z0-9][a-z0-9_-]*[a-z0-9])\s*[)）]?", re.I)
+_NG_SPLIT = re.compile(r"[；;。\n]|\.\s")
+_LATIN = re.compile(r"[a-z0-9]+")
+_CANDIDATES = 24   # candidates taken from each side (lexical, semantic) before scoring
+_PRIOR_MU, _PRIOR_SIGMA, _PRIOR_N = 0.80, 0.035, 12.0  # e5 cosines of unrelated texts, as a prior
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One candidate: the tool, its calibrated score and why it matched."""
+
+    name: str
+    score: float                      # 0..1, higher is better
+    matched_terms: tuple[str, ...]    # the request's words that matched, for --explain
+    evidence: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """The answer to one intent.
+
+    ``hits`` holds the best candidates whether or not ``found``: below the
+    threshold they explain a near miss to a tool author (a caller answering
+    an agent sends none when not found). ``explanation`` says, in words, why
+    the answer is what it is.
+    """
+
+    found: bool
+    hits: list[Hit]
+    suggestion: str
+    explanation: str = ""
+    missing_terms: tuple[str, ...] = ()
+
+
+class Calibration(NamedTuple):
+    """The weights of the evidence (logit units) and score = sigmoid(scale * logit + shift).
+
+    Fitted per registry by :mod:`agent.match.calibrate`; ``samples`` is how
+    many pseudo-requests it was fitted on (0: the prior, as shipped).
+    """
+
+    weights: Mapping[str, float]
+    scale: float = 1.0
+    shift: float = 0.0
+    samples: int = 0
+
+
+class ToolAnalysis(NamedTuple):
+    """What the index keeps of one tool: plain data, stored by the registry next to the tool.
+
+    ``sha256`` and ``fingerprint`` (this code and the vocabulary) say what it
+    was made from; ``vectors`` is float32 bytes (the tool text, then each
+    non-goal line) for ``vectors_model``, or empty until computed.
+    """
+
+    name: str
+    sha256: str
+    fingerprint: str
+    weights: dict[str, float]                              # term -> presence 0..1
+    keywords: tuple[tuple[str, tuple[str, ...]], ...]       # (normalized phrase, its English words)
+    non_goals: tuple[tuple[tuple[str, ...], str, str], ...]  # (distinct terms, referred tool, text)
+    sem_text: str                                          # what the model reads of the tool
+    vectors: bytes = b""
+    vectors_model: str = ""
+
+    def to_bytes(self) -> bytes:
+        return _FORMAT + marshal.dumps(tuple(self), 4)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "ToolAnalysis":
+        """Decode :meth:`to_bytes`; raises ValueError for anything else (treat it as absent)."""
+        if not data.startswith(_FORMAT):
+            raise ValueError("not a bitong tool analysis of this format")
+        try:
+            fields = marshal.loads(memoryview(data)[len(_FORMAT):])
+        except Exception as exc:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes
+            raise ValueError(f"corrupt tool analysis: {exc}") from None
+        if type(fields) is not tuple or len(fields) != len(cls._fields) or type(fields[3]) is not dict:
+            raise ValueError("corrupt tool analysis")
+        return tuple.__new__(cls, fields)
+
+    def fresh_for(self, tool: ToolDef, fingerprint: str) -> bool:
+        return bool(self.sha256) and self.sha256 == tool.content_sha256 and self.name == tool.name \
+            and self.fingerprint == fingerprint
+
+    def vector_texts(self) -> list[str]:
+        """The texts to embed, in the order of ``vectors``: the tool, then its non-goal lines."""
+        return [self.sem_text, *(negation_stripped(text) for _, _, text in self.non_goals)]
+
+
+_FORMAT = b"bt4\0"
+
+
+def _code_hash() -> str:
+    digest = hashlib.sha256(_FORMAT)
+    for mod in ("match/index.py", "match/analysis.py", "match/lexical.py"):
+        try:
+            data = pkgutil.get_data("agent", mod)
+        except OSError:
+            data = None
+        digest.update(data if data is not None else uuid.uuid4().bytes)
+    return digest.hexdigest()[:16]
+
+
+_CODE_HASH = _code_hash()
+
+
+def analysis_fingerprint(vocabulary: Vocabulary | None) -> str:
+    """What an analysis depends on besides the tool: this code and the vocabulary (if any)."""
+    return f"{_CODE_HASH}.{vocabulary.fingerprint if vocabulary is not None else 'none'}"
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in _LATIN.findall(text))
+
+
+def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
+            backend: _backend.Backend = _backend.active) -> ToolAnalysis:
+    """The per-tool part of indexing; pure, so it can be stored and reused."""
+    concepts = vocabulary.concepts if vocabulary is not None else None
+    an = backend.terms
+
+    def t(text: str) -> Terms:
+        return an(text, concepts) if text else {}
+
+    params: Terms = {}
+    for pname in tool.params_schema:
+        spec = tool.params_schema[pname]
+        for slot in _slots(pname, spec):
+            params[slot] = 1.0
+        for text in (pname.replace("_", " "), spec.description,
+                     *(v.string_value for v in spec.enum if v.string_value)):
+            for term, w in t(text).items():
+                params[term] = max(params.get(term, 0.0), w)
+    keywords: Terms = {}
+    for kw in tool.trigger_keywords:
+        for term, w in t(kw).items():
+            keywords[term] = max(keywords.get(term, 0.0), w)
+    fields = [("display", t(tool.display)), ("intent", t(tool.intent)), ("keywords", keywords),
+              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("why", t(tool.why)), ("params", params)]
+    weights = backend.presences(fields)
+    strong = {term for term, p in weights.items() if p >= 0.3}
+    non_goals = []
+    for item in tool.non_goals:
+        for line in _NG_SPLIT.split(item):
+            line = line.strip()
+            if not line:
+                continue
+            refs = _REFERRAL.findall(line)
+            ref = refs[-1].lower() if refs else ""
+            text = _REFERRAL.sub(" ", line).strip()
+            distinct = tuple(sorted(term for term in t(text) if term not in strong and term[0] in "wzbc"))
+            non_goals.append((distinct, ref, text or line))
+    kw_forms = tuple((normalize(kw).strip(), _words(normalize(kw))) for kw in tool.trigger_keywords if kw.strip())
+    sem = f"{tool.display}: {tool.intent}"
+    if tool.trigger_keywords:
+        sem += " (" + ", ".join(tool.trigger_keywords) + ")"
+    return ToolAnalysis(tool.name, tool.content_sha256, analysis_fingerprint(vocabulary), weights,
+                        kw_forms, tuple(non_goals), sem)
+
+
+_SLOT_NAMES = (("url", "url"), ("uri", "url"), ("endpoint", "url"), ("host", "host"), ("ip", "host"),
+               ("addr", "host"), ("domain", "host"), ("email", "email"), ("mail", "email"), ("version", "version"),
+               ("path", "path"), ("dir", "path"), ("folder", "path"), ("file", "file"))
+
+
+def _slots(pname: str, spec: object) -> set[str]:
+    """The kinds of value a parameter takes (``p:path``...), from its schema: what a request's values meet."""
+    out: set[str] = set()
+    name = pname.lower()
+    for part, slot in _SLOT_NAMES:
+        if part in name.split("_") or name.endswith(part) or name.startswith(part):
+            out.add("p:" + slot)
+    normalize_rules = getattr(spec, "normalize", ())
+    if "path" in normalize_rules:
+        out.update(("p:path", "p:file"))
+    if getattr(spec, "pattern", "").startswith("^http"):
+        out.add("p:url")
+    if "p:path" in out:
+        out.add("p:file")
+    return out
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+# The weights of the evidence, in logit units (see the module docstring and
+# README: Matching). Two sets: with the model, and lexical alone.
+SEMANTIC_WEIGHTS = {"bias": -5.0, "share": 5.0, "z": 0.9, "gap": 25.0, "lgap": 2.0, "kw": 1.0,
+                    "ng_lex": 8.0, "ng_sem": 40.0, "ref": 2.0}
+LEXICAL_WEIGHTS = {"bias": -3.2, "share": 8.0, "lgap": 3.0, "kw": 1.0, "ng_lex": 8.0, "ref": 2.0}
+
+
+class Index:
+    """An immutable match index over a set of tools; see the module docstring."""
+
+    __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
+                 "_matrix", "_names", "_backend", "calibration", "lexical_calibration")
+
+    def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
+                 postings: dict[str, dict[str, float]], embedder: Embedder | None,
+                 vectors: dict[str, np.ndarray], backend: _backend.Backend,
+                 calibration: Calibration | None = None, lexical_calibration: Calibration | None = None) -> None:
+        """Internal: use :meth:`build`, :meth:`restore`, :meth:`updated` or :meth:`with_vectors`."""
+        self._vocabulary = vocabulary
+        self._fingerprint = analysis_fingerprint(vocabulary)
+        self._entries = entries
+        self._postings = postings
+        self._embedder = embedder
+        self._vectors = vectors
+        self._backend = backend
+        self._matrix: np.ndarray | None = None
+        self._names: list[str] = []
+        self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
+        self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
+
+    # ------------------------------------------------------------ building
+
+    @classmethod
+    def build(cls, tools: Iterable[ToolDef | ToolAnalysis], *, vocabulary: Vocabulary | None = None,
+              embedder: Embedder | None = None, backend: _backend.Backend | None = None) -> "Index":
+        """Index these tools (or their stored analyses, used as they are); a later name replaces an earlier one.
+
+        ``embedder`` enables semantic matching once the tools' vectors are
+        there (stored analyses may carry them; :meth:`with_vectors` adds them).
+        """
+        be = backend or _backend.active
+        fp = analysis_fingerprint(vocabulary)
+        entries: dict[str, ToolAnalysis] = {}
+        for item in tools:
+            if isinstance(item, ToolAnalysis):
+                if item.fingerprint != fp:
+                    raise ValueError(f"stale analysis of tool {item.name!r}: analyse the tool again")
+                entries[item.name] = item
+            else:
+                entries[item.name] = analyze(item, vocabulary, be)
+        postings: dict[str, dict[str, float]] = {}
+        for name, e in entries.items():
+            for term, p in e.weights.items():
+                plist = postings.get(term)
+                if plist is None:
+                    postings[term] = {name: p}
+                else:
+                    plist[name] = p
+        index = cls(vocabulary, entries, postings, embedder, {}, be)
+        index._vectors = index._stored_vectors(entries.values())
+        return index
+
+    @classmethod
+    def restore(cls, stored: Iterable[tuple[ToolDef, bytes]], *, vocabulary: Vocabulary | None = None,
+                embedder: Embedder | None = None) -> "Index":
+        """Index tools next to their stored analyses: a restart. Stale or broken ones are redone; never raises for them."""
+        fp = analysis_fingerprint(vocabulary)
+        items: list[ToolDef | ToolAnalysis] = []
+        for tool, data in stored:
+            a = None
+            if data:
+                try:
+                    a = ToolAnalysis.from_bytes(data)
+                except ValueError:
+                    a = None
+            items.append(a if a is not None and a.fresh_for(tool, fp) else tool)
+        return cls.build(items, vocabulary=vocabulary, embedder=embedder)
+
+    def _stored_vectors(self, analyses: Iterable[ToolAnalysis]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        if self._embedder is None:
+            return out
+        model = self._embedder.model_id
+        for a in analyses:
+            if a.vectors and a.vectors_model == model:
+                vecs = np.frombuffer(a.vectors, dtype=np.float32)
+                if vecs.size == DIM * (1 + len(a.non_goals)):
+                    out[a.name] = vecs.reshape(-1, DIM)
+        return out
+
+    def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> "Index":
+        """A new Index with these tools replaced, added or removed; ``self`` stays valid and unchanged.
+
+        Costs what the changed tools touch: only their posting lists are copied.
+        """
+        entries = dict(self._entries)
+        postings = dict(self._postings)
+        vectors = dict(self._vectors)
+        copied: set[str] = set()
+
+        def own(term: str) -> dict[str, float]:
+            if term not in copied:
+                copied.add(term)
+                postings[term] = dict(postings.get(term, ()))
+            return postings[term]
+
+        def drop(name: str) -> None:
+            old = entries.pop(name, None)
+            vectors.pop(name, None)
+            if old is None:
+                return
+            for term in old.weights:
+                plist = own(term)
+                plist.pop(name, None)
+                if not plist:
+                    del postings[term]
+                    copied.discard(term)
+
+        for name in remove:
+            drop(name)
+        for item in upsert:
+            if isinstance(item, ToolAnalysis):
+                if item.fingerprint != self._fingerprint:
+                    raise ValueError(f"stale analysis of tool {item.name!r}: analyse the tool again")
+                a = item
+            else:
+                a = analyze(item, self._vocabulary, self._backend)
+            drop(a.name)
+            entries[a.name] = a
+            for term, p in a.weights.items():
+                own(term)[a.name] = p
+        index = Index(self._vocabulary, entries, postings, self._embedder, vectors, self._backend,
+                      self.calibration, self.lexical_calibration)
+        index._vectors.update(index._stored_vectors(a for a in entries.values() if a.name not in vectors))
+        return index
+
+    def with_vectors(self, computed: Mapping[str, tuple[str, np.ndarray]],
+                     calibration: Calibration | None = None,
+                     lexical_calibration: Calibration | None = None) -> "Index":
+        """A new Index with these tools' vectors ({name: (sha256, vectors)}), for the tools still at that sha."""
+        if self._embedder is None:
+            return self
+        entries = dict(self._entries)
+        vectors = dict(self._vectors)
+        model = self._embedder.model_id
+        for name, (sha, vecs) in computed.items():
+            a = entries.get(name)
+            if a is None or a.sha256 != sha or vecs.shape != (1 + len(a.non_goals), DIM):
+                continue
+            vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+            entries[name] = a._replace(vectors=vecs.tobytes(), vectors_model=model)
+            vectors[name] = vecs
+        return Index(self._vocabulary, entries, self._postings, self._embedder, vectors, self._backend,
+                     calibration or self.calibration, lexical_calibration or self.lexical_calibration)
+
+    def with_calibration(self, calibration: Calibration | None = None,
+                         lexical_calibration: Calibration | None = None) -> "Index":
+        return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors,
+                     self._backend, calibration or self.calibration, lexical_calibration or self.lexical_calibration)
+
+    def using(self, backend: _backend.Backend) -> "Index":
+        """This index, analysed and ranked by one twin (for the parity tests and benchmarks)."""
+        return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors, backend,
+                     self.calibration, self.lexical_calibration)
+
+    # ------------------------------------------------------------ reading
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def vocabulary(self) -> Vocabulary | None:
+        return self._vocabulary
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
+
+    @property
+    def semantic_ready(self) -> bool:
+        """True when every tool has its vectors, so requests are compared by meaning too."""
+        return self._embedder is not None and bool(self._entries) and len(self._vectors) == len(self._entries)
+
+    def pending_vectors(self) -> list[ToolAnalysis]:
+        """The tools whose vectors are still to be computed."""
+        if self._embedder is None:
+            return []
+        return [a for name, a in self._entries.items() if name not in self._vectors]
+
+    def analysis(self, name: str) -> ToolAnalysis | None:
+        return self._entries.get(name)
+
+    def analyses(self) -> Iterable[ToolAnalysis]:
+        return self._entries.values()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    # ------------------------------------------------------------ matching
+
+    def _matrix_names(self) -> tuple[np.ndarray, list[str]]:
+        if self._matrix is None:
+            names = sorted(self._vectors)
+            self._names = names
+            self._matrix = (np.stack([self._vectors[n][0] for n in names]) if names
+                            else np.zeros((0, DIM), dtype=np.float32))
+        return self._matrix, self._names
+
+    def match(self, intent: str, top_k: int = 3, *, threshold: float | None = None,
+              semantic: bool = True) -> MatchResult:
+        """The best ``top_k`` tools for ``intent``; ``found`` if the first clears ``threshold``."""
+        limit = DEFAULT_THRESHOLD if threshold is None else threshold
+        scored, missing = self.evidence(intent, semantic=semantic)
+        hits = scored[:max(top_k, 0)]
+        found = bool(hits) and hits[0].score >= limit
+        shown = tuple(_readable(missing))
+        return MatchResult(found, hits, "" if found else SUGGESTION,
+                           _explain(found, hits, shown, limit), shown)
+
+    def evidence(self, intent: str, *, semantic: bool = True, query_vector: np.ndarray | None = None,
+                 exclude: str = "", held_out: tuple[ToolAnalysis, np.ndarray] | None = None,
+                 weights: Mapping[str, float] | None = None, calibration: Calibration | None = None,
+                 ) -> tuple[list[Hit], list[str]]:
+        """Every candidate with its score and evidence, best first, and the request's terms no tool has.
+
+        The keyword arguments serve the calibration (:mod:`agent.match.calibrate`):
+        a precomputed request vector, a tool left out (a request for a tool
+        the registry lacks), a tool seen through one of its fields less
+        (``held_out``: its analysis and vector without that field), and
+        other weights.
+        """
+        n = len(self._entries)
+        if n == 0:
+            return [], []
+        vocab = self._vocabulary
+        q = self._backend.terms(intent, vocab.concepts if vocab is not None else None)
+        acc, total, matched, missing = self._backend.accumulate(q, self._postings, n)
+        if exclude:
+            acc.pop(exclude, None)
+        if held_out is not None:
+            ho = held_out[0]
+            mass = 0.0
+            terms = []
+            for term, qw in q.items():
+                p = ho.weights.get(term)
+                plist = self._postings.get(term)
+                if p and plist:
+                    mass += qw * self._backend.idf(n, len(plist)) * p
+                    terms.append(term)
+            acc[ho.name] = mass
+            matched[ho.name] = terms
+        share = {name: mass / total for name, mass in acc.items()}
+        lex_top = sorted(share, key=share.__getitem__, reverse=True)[:_CANDIDATES]
+
+        use_sem = semantic and self.semantic_ready and self._embedder is not None and bool(intent.strip())
+        cos: dict[str, float] = {}
+        qv: np.ndarray | None = None
+        mu = sigma = 0.0
+        if use_sem:
+            assert self._embedder is not None
+            qv = query_vector if query_vector is not None else self._embedder.query(intent)
+            matrix, names = self._matrix_names()
+            sims = matrix @ qv
+            m = len(names)
+            mu_q = float(sims.mean())
+            var_q = float(sims.var())
+            mu = (m * mu_q + _PRIOR_N * _PRIOR_MU) / (m + _PRIOR_N)
+            sigma = math.sqrt((m * var_q + _PRIOR_N * _PRIOR_SIGMA ** 2) / (m + _PRIOR_N))
+            top = np.argsort(-sims)[:_CANDIDATES] if m > _CANDIDATES else np.argsort(-sims)
+            for i in top:
+                cos[names[int(i)]] = float(sims[int(i)])
+            for name in lex_top:
+                if name not in cos and name in self._vectors:
+                    cos[name] = float(self._vectors[name][0] @ qv)
+            cos.pop(exclude, None)
+            if held_out is not None:
+                cos[held_out[0].name] = float(held_out[1] @ qv)
+        candidates = [c for c in dict.fromkeys([*lex_top, *cos]) if c != exclude]
+        if not candidates:
+            return [], missing
+
+        w = weights or (self.calibration.weights if use_sem else self.lexical_calibration.weights)
+        cal = calibration or (self.calibration if use_sem else self.lexical_calibration)
+        norm_intent = normalize(intent)
+        q_words = set(_words(norm_intent))
+        best_share = sorted((share.get(c, 0.0) for c in candidates), reverse=True)
+        best_cos = sorted((cos.get(c, 0.0) for c in candidates), reverse=True) if use_sem else []
+        logits: dict[str, float] = {}
+        ev: dict[str, dict[str, float]] = {}
+        referred: dict[str, float] = {}
+        for name in candidates:
+            a = self._entries[name]
+            s = share.get(name, 0.0)
+            other_s = best_share[1] if s == best_share[0] and len(best_share) > 1 else best_share[0]
+            lgap = max(-0.3, min(0.3, s - other_s))
+            kw = 1.0 if any((form and form in norm_intent) or (words and q_words.issuperset(words))
+                            for form, words in a.keywords) else 0.0
+            ng_lex = 0.0
+            ng_sem = 0.0
+            ng_line = -1
+            for i, (distinct, _ref, _text) in enumerate(a.non_goals):
+                hit = sum(q[t] for t in distinct if t in q)
+                if hit:
+                    mass = 0.0
+                    for term in distinct:
+                        qw = q.get(term)
+                        if qw is not None:
+                            plist = self._postings.get(term)
+                            mass += qw * (self._backend.idf(n, len(plist)) if plist else
+                                          self._backend.idf(n, 0) * 0.6)
+                    frac = mass / total
+                    if frac > ng_lex:
+                        ng_lex, ng_line = frac, i
+            e = {"share": s, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
+            logit = w["bias"] + w["share"] * s + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex
+            if use_sem and qv is not None:
+                c = cos.get(name)
+                if c is None:
+                    c = float(self._vectors[name][0] @ qv) if name in self._vectors else mu
+                z = (c - mu) / max(sigma, 0.02)
+                other_c = best_cos[1] if c == best_cos[0] and len(best_cos) > 1 else best_cos[0]
+                gap = max(-0.05, min(0.05, c - other_c))
+                vecs = self._vectors.get(name, ())
+                if len(vecs) > 1:
+                    ng_cos = vecs[1:] @ qv
+                    j = int(np.argmax(ng_cos))
+                    ng_sem = max(0.0, float(ng_cos[j]) - c)
+                    if ng_sem > 0 and ng_line < 0:
+                        ng_line = j
+                e.update(cos=c, z=z, gap=gap, ng_sem=ng_sem)
+                logit += w["z"] * z + w["gap"] * gap - w["ng_sem"] * ng_sem
+            push = max(ng_lex / 0.1, ng_sem / 0.01)
+            if ng_line >= 0 and push >= 1.0:
+                ref = a.non_goals[ng_line][1]
+                if ref and ref in self._entries and ref != name:
+                    referred[ref] = max(referred.get(ref, 0.0), min(push, 3.0) / 3.0)
+                e["ng_line"] = float(ng_line)
+            logits[name] = logit
+            ev[name] = e
+        for ref, r in referred.items():
+            if ref not in logits:  # a referred tool that had no evidence of its own
+                logits[ref] = w["bias"]
+                ev[ref] = {"share": share.get(ref, 0.0)}
+            logits[ref] += w["ref"] * r
+            ev[ref]["ref"] = r
+        hits = []
+        for name, logit in logits.items():
+            score = _sigmoid(cal.scale * logit + cal.shift)
+            e = ev[name]
+            e["logit"] = logit
+            hits.append(Hit(name, round(score, 4), tuple(_readable(matched.get(name, ()))), e))
+        hits.sort(key=lambda h: (-h.score, h.name))
+        return hits, missing
+
+
+def _readable(terms: Iterable[str]) -> list[str]:
+    """Terms as a person reads them: words and Chinese words, no bigram or pinyin noise."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for term in terms:
+        kind, _, text = term.partition(":")
+        if kind in ("w", "z", "c") or (kind == "b" and not any(text in s for s in seen)):
+            shown = f"{text}" if kind != "c" else f"<{text}>"
+            if shown not in seen:
+                seen.add(shown)
+                out.append(shown)
+    return out
+
+
+def _explain(found: bool, hits: list[Hit], missing: tuple[str, ...], limit: float) -> str:
+    if not hits:
+        return "no registered tool shares a word or a meaning with the request"
+    best = hits[0]
+    e = best.evidence
+    parts = [f"best {best.name} at {best.score:.2f} ({'at or above' if found else 'under'} the threshold {limit:.2f})"]
+    facts = [f"explains {e.get('share', 0.0):.0%} of the request's words"]
+    if "z" in e:
+        facts.append(f"meaning z={e['z']:.1f} over the registry")
+    if e.get("kw"):
+        facts.append("a trigger keyword matched")
+    if e.get("ng_lex", 0.0) > 0.05 or e.get("ng_sem", 0.0) > 0.0:
+        facts.append("pushed away by one of its non_goals")
+    if e.get("ref"):
+        facts.append("a non_goal of another tool refers here")
+    parts.append(", ".join(facts))
+    if missing:
+        parts.append("no tool has the words: " + ", ".join(missing[:8]))
+    if len(hits) > 1:
+        parts.append("next: " + ", ".join(f"{h.name} {h.score:.2f}" for h in hits[1:3]))
+    return "; ".join(parts)

@@ -1,0 +1,127 @@
+"""The lexical half of a match: BM25F presences, and the share of a request a tool explains.
+
+A tool is a bag of terms whose term frequency is summed over its fields,
+each field weighted by how strongly it says what the tool is for
+(:data:`FIELD_WEIGHT`), then saturated as BM25 does, so one term's presence
+``p`` is in 0..1 (:func:`presences`). A request scores a tool by the share of
+its information the tool explains::
+
+    share = sum(qw * idf * p) / (sum(qw * idf*) + ALPHA)
+
+``idf*`` is the term's idf, or for a term no tool has, a fixed share of the
+largest idf: words nobody explains make every tool explain less, which is
+what tells "renew the certificate" from "check the certificate". The share
+is comparable across requests and registries, unlike a raw BM25 sum.
+
+English words no tool has are tried once more at one edit (typos), at a
+discount. Chinese typos need no step here: pinyin terms carry them.
+
+This module is the matcher's hot loop; it is compiled by Cython in
+pure-Python mode as ``agent.match._lexical`` (see :mod:`agent.match._backend`).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "accumulate", "idf", "presences"]
+
+# Fields of a tool and how much one occurrence of a term in them counts.
+FIELD_WEIGHT = {"display": 1.5, "keywords": 1.5, "intent": 1.2, "name": 1.0, "why": 0.5, "params": 0.4}
+K1 = 1.2
+B = 0.3
+REF_LEN = 40.0     # a fixed reference length: updates never have to re-saturate other tools
+ALPHA = 0.3        # damps the share of very short requests
+OOV_FACTOR = 0.6   # a term no tool has counts this share of the largest idf
+TYPO_FACTOR = 0.7  # a word corrected by one edit counts this much
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def presences(fields: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
+    """Term -> saturated presence 0..1 of a tool, from its fields' terms (field name, terms)."""
+    tf: dict[str, float] = {}
+    length = 0.0
+    for field, terms in fields:
+        fw = FIELD_WEIGHT[field]
+        for term, w in terms.items():
+            tf[term] = tf.get(term, 0.0) + fw * w
+            length += w
+    norm = 1.0 - B + B * (length / REF_LEN)
+    out: dict[str, float] = {}
+    for term, f in tf.items():
+        out[term] = f / (f + K1 * norm)
+    return out
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def _edits(word: str) -> list[str]:
+    """Every string one edit (delete, swap, replace, insert) from ``word``."""
+    out: list[str] = []
+    n = len(word)
+    for i in range(n):
+        out.append(word[:i] + word[i + 1:])
+        if i + 1 < n:
+            out.append(word[:i] + word[i + 1] + word[i] + word[i + 2:])
+        for c in _LETTERS:
+            if c != word[i]:
+                out.append(word[:i] + c + word[i + 1:])
+    for i in range(n + 1):
+        for c in _LETTERS:
+            out.append(word[:i] + c + word[i:])
+    return out
+
+
+def _correct(term: str, postings: dict[str, dict[str, float]]) -> str:
+    """The most common known word one edit from an unknown English word of 4+ letters, or ''."""
+    word = term[2:]
+    if len(word) < 4 or not word.isalpha():
+        return ""
+    best = ""
+    best_df = 0
+    for cand in _edits(word):
+        p = postings.get("w:" + cand)
+        if p is not None and len(p) > best_df:
+            best = "w:" + cand
+            best_df = len(p)
+    return best
+
+
+def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int
+               ) -> tuple[dict[str, float], float, dict[str, list[str]], list[str]]:
+    """Score every tool that shares a term with the request.
+
+    Returns (tool -> explained mass, the request's total mass, tool -> its
+    matched terms, the request's terms that no tool has). ``share`` is the
+    explained mass over the total.
+    """
+    acc: dict[str, float] = {}
+    matched: dict[str, list[str]] = {}
+    missing: list[str] = []
+    total = ALPHA
+    oov_idf = idf(n, 0) * OOV_FACTOR
+    for term, qw in query.items():
+        plist = postings.get(term)
+        weight = qw
+        if plist is None and term.startswith("w:"):
+            fixed = _correct(term, postings)
+            if fixed:
+                plist = postings[fixed]
+                weight = qw * TYPO_FACTOR
+        if plist is None:
+            total += qw * oov_idf
+            missing.append(term)
+            continue
+        w = weight * idf(n, len(plist))
+        total += qw * idf(n, len(plist))
+        for name, p in plist.items():
+            acc[name] = acc.get(name, 0.0) + w * p
+            m = matched.get(name)
+            if m is None:
+                matched[name] = [term]
+            else:
+                m.append(term)
+    return acc, total, matched, missing
