@@ -65,6 +65,7 @@ class _Inotify:
         self.fd = fd
         self.watches: dict[int, str] = {}
         self.by_path: dict[str, int] = {}
+        self._warned: set[str] = set()
 
     def watch(self, path: str) -> bool:
         if path in self.by_path:
@@ -72,9 +73,11 @@ class _Inotify:
         wd = self._add(self.fd, os.fsencode(path), _MASK)
         if wd < 0:
             err = ctypes.get_errno()
-            if err != errno.ENOENT:
+            if err != errno.ENOENT and path not in self._warned:  # once, not at every poll
+                self._warned.add(path)
                 log.warning("cannot watch %s: %s; polling covers it", path, os.strerror(err))
             return False
+        self._warned.discard(path)
         self.watches[wd] = path
         self.by_path[path] = wd
         return True
@@ -95,10 +98,14 @@ class _Inotify:
                 pos += _EVENT.size + length
                 if mask & _IN_Q_OVERFLOW:
                     overflow = True
-                if mask & _IN_IGNORED:
+                if mask & (_IN_IGNORED | _IN_MOVE_SELF):
+                    # a moved folder keeps its watch under its new name: drop it, so that
+                    # the path is watched again (and polled until then) when it is back
                     path = self.watches.pop(wd, None)
                     if path is not None:
                         self.by_path.pop(path, None)
+                        if not mask & _IN_IGNORED:
+                            self._rm(self.fd, wd)
                 changed = True
 
     def close(self) -> None:
@@ -224,10 +231,21 @@ class CacheAgent:
         if changed or overflow:
             self._wake.set()
 
+    def _interval(self) -> float:
+        """How long to wait for an event: the slow safety poll while inotify sees
+        every root; the fast poll otherwise, so a root that was renamed, deleted
+        or made unreadable is picked up soon after it is back (no event says so:
+        nothing watches its parent)."""
+        ino = self._inotify
+        if (ino is not None and not self.registry.snapshot.lost_roots
+                and all(root in ino.by_path for root in self.registry.roots)):
+            return self.safety_poll_s
+        return self.poll_s
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = self.safety_poll_s if self._inotify is not None else self.poll_s
         while True:
+            interval = self._interval()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
                 await asyncio.sleep(self.debounce_s)  # coalesce an editor's burst of writes

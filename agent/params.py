@@ -21,16 +21,16 @@ Per parameter, in this order:
    characters for string, the number of items for array), and ``pattern``
    for strings.
 
-``pattern`` is a Python regular expression applied with :func:`re.search`,
-as JSON Schema's ``pattern`` is (unanchored): write ``^...$`` to match the
-whole value. Parameters the schema does not declare are errors.
+``pattern`` is searched for (unanchored, as JSON Schema's ``pattern`` is):
+write ``^...$`` to match the whole value. It runs on RE2 in linear time
+(``parser/patterns.py`` says which Python patterns are accepted and how).
+Parameters the schema does not declare are errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import json
 import math
 import os
@@ -41,6 +41,7 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct, Value
 
 from bitong.v1.agent_pb2 import ParamSpec, ToolDef
+from parser import patterns
 
 from .numerals import scan_number
 
@@ -184,17 +185,12 @@ def _constrain(spec: ParamSpec, value: Any) -> None:
                 raise InvalidValue(f"expected {what} {bounds}; got {got}")
     if spec.pattern and isinstance(value, str):
         try:
-            rx = _compiled(spec.pattern)
-        except re.error as exc:
-            raise InvalidValue(f"the tool's pattern {spec.pattern!r} is not a valid regular expression ({exc}); "
-                           "the tool definition needs fixing") from None
+            rx = patterns.compiled(spec.pattern)  # RE2: linear time, so no value can stall the calls
+        except patterns.PatternError as exc:
+            raise InvalidValue(f"the tool's pattern {spec.pattern!r} is refused ({exc}); "
+                               "the tool definition needs fixing") from None
         if rx.search(value) is None:
             raise InvalidValue(f"expected text matching the pattern {spec.pattern!r}; got {_show(value)}")
-
-
-@functools.lru_cache(maxsize=512)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -8,7 +8,16 @@ never half of each.
 
 Rescans are incremental: a file whose (mtime, size, inode) did not change is
 not even read; one that was touched but whose bytes hash the same is not
-parsed; only what really changed is parsed and re-indexed.
+parsed; only what really changed is parsed and re-indexed. A file in error is
+not trusted by its stat key (``chmod 644`` changes no mtime): it is tried again
+at every rescan.
+
+Nothing one file holds can stop a scan: only regular files of at most
+``max_file_bytes`` are read (a FIFO, a device or a 50 MB file is refused from
+its stat, unread), and any failure to read or build a file is that file's
+:class:`LoadError`. A root that cannot be listed (renamed, deleted, no
+permission) is a LoadError of its own, and the tools last seen in it keep
+serving until it is back or is removed from the roots.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import state_pb2
 from bitong.v1.agent_pb2 import ToolDef
 
-from parser import ParseError, parse_bytes
+from parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_file
 
 from .match import index as matcher
 from .match.calibrate import calibrate
@@ -81,7 +90,8 @@ class LoadError:
 
     def __str__(self) -> str:
         tail = f" (still serving the last good version of '{self.serving_previous}')" if self.serving_previous else ""
-        return f"{self.path}:{self.line}:{self.column}: {self.message}{tail}"
+        where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path  # a root has no line
+        return f"{where}: {self.message}{tail}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,12 +107,15 @@ class _FileState:
 class Snapshot:
     """One consistent view of the registry. Never mutated after construction."""
 
-    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots")
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots")
 
     def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
-                 generation: int, files: Mapping[str, _FileState], roots: Sequence[str]) -> None:
+                 generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
+                 lost_roots: Mapping[str, LoadError] | None = None) -> None:
         self.tools: Mapping[str, ToolDef] = types.MappingProxyType(dict(tools))
-        self.errors: tuple[LoadError, ...] = tuple(errors)
+        # the roots that could not be listed come first: they explain the rest
+        self.lost_roots: Mapping[str, LoadError] = types.MappingProxyType(dict(lost_roots or {}))
+        self.errors: tuple[LoadError, ...] = tuple(self.lost_roots.values()) + tuple(errors)
         self.index = index
         self.generation = generation
         self._files = types.MappingProxyType(dict(files))
@@ -119,20 +132,27 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _candidates(roots: Sequence[str]) -> list[str]:
-    """Every ``<root>/<folder>/TOOL.hdlp`` path, roots in order, folders sorted."""
+def _candidates(roots: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Every ``<root>/<folder>/TOOL.hdlp`` path, roots in order, folders sorted;
+    and why each root that cannot be listed cannot be."""
     out: list[str] = []
+    lost: dict[str, str] = {}
     for root in roots:
         try:
             names = sorted(os.listdir(root))
         except OSError as exc:
-            log.warning("tools root %s cannot be listed: %s", root, exc.strerror)
+            lost[root] = exc.strerror or str(exc)
             continue
         for name in names:
             if name.startswith("."):
                 continue
             out.append(os.path.join(root, name, TOOL_FILE))
-    return out
+    return out, lost
+
+
+def _root_of(path: str) -> str:
+    """The root a candidate path was found in: ``<root>/<folder>/TOOL.hdlp``."""
+    return os.path.dirname(os.path.dirname(path))
 
 
 def _resolve(files: Mapping[str, _FileState]) -> tuple[dict[str, ToolDef], list[LoadError]]:
@@ -161,10 +181,13 @@ class Registry:
     """
 
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES) -> None:
         if not roots:
             raise ValueError("at least one tools root is needed")
+        if max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be at least 1, got {max_file_bytes}")
         self.roots = tuple(os.path.abspath(r) for r in roots)
+        self.max_file_bytes = max_file_bytes
         self._vocabulary = vocabulary
         self._embedder = embedder
         self._lock = threading.Lock()
@@ -179,52 +202,73 @@ class Registry:
             old = self.snapshot
             files: dict[str, _FileState] = {}
             now_ns = time.time_ns()
-            for path in _candidates(self.roots):
+            candidates, lost = _candidates(self.roots)
+            lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
+            for path in candidates:
                 try:
                     st = os.stat(path)
                 except (FileNotFoundError, NotADirectoryError):
                     continue  # a plain file, or a folder without TOOL.hdlp: not a tool
                 except OSError as exc:
-                    files[path] = _FileState((0, 0, 0), "", None,
-                                             LoadError(path, 1, 1, f"cannot stat: {exc.strerror}"))
+                    prev = old._files.get(path)
+                    files[path] = _FileState((0, 0, 0), "", prev.tool if prev else None,
+                                             LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
+                                                       prev.tool.name if prev and prev.tool else ""))
                     continue
                 key = _stat_key(st)
                 prev = old._files.get(path)
                 # A file written twice within one mtime tick keeps its stat key, so a
                 # recent mtime is not trusted: such files are re-hashed (as git does).
-                trusted = prev is not None and prev.stat_key == key and now_ns - key[0] > _RACY_NS
+                # Nor is a file in error: what failed (a permission, a size) may have
+                # been fixed without touching its mtime.
+                trusted = (prev is not None and prev.stat_key == key and prev.error is None
+                           and now_ns - key[0] > _RACY_NS)
                 files[path] = prev if trusted else self._load(path, key, prev)
-            unchanged = files.keys() == old._files.keys() and all(
+            for path, state in old._files.items():
+                if _root_of(path) in lost:  # keep serving what the lost root last held
+                    files[path] = state
+            unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
                 files[p] is old._files[p] or files[p] == old._files[p] for p in files)
             if not unchanged:
-                self.snapshot = self._assemble(old, files)
+                self.snapshot = self._assemble(old, files, lost_roots)
             return self.snapshot
 
+    def _lost_root(self, old: Snapshot, root: str, why: str) -> LoadError:
+        kept = sorted(s.tool.name for p, s in old._files.items() if _root_of(p) == root and s.tool is not None)
+        if root not in old.lost_roots:
+            log.error("tools root %s cannot be listed: %s; serving its last %d tools", root, why, len(kept))
+        return LoadError(root, 0, 0, f"tools root cannot be listed: {why}; serving the {len(kept)} tools last seen "
+                                     f"in it until it is back or removed from the roots"
+                                     + (f" ({', '.join(kept)})" if kept else ""))
+
     def _load(self, path: str, key: tuple[int, int, int], prev: _FileState | None) -> _FileState:
+        """Read and parse one file; whatever goes wrong is this file's LoadError (and
+        the last good version of it, if any, keeps serving)."""
+        last_good = prev.tool if prev else None
+        sha = ""
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            err = LoadError(path, 1, 1, f"cannot read: {exc.strerror}")
-            return _FileState(key, "", prev.tool if prev else None, err)
-        sha = hashlib.sha256(data).hexdigest()
-        if prev is not None and prev.sha256 == sha:
-            return _FileState(key, sha, prev.tool, prev.error)
-        try:
+            data, _ = read_tool_file(path, self.max_file_bytes)
+            sha = hashlib.sha256(data).hexdigest()
+            if prev is not None and prev.sha256 == sha:
+                return _FileState(key, sha, prev.tool, prev.error)
             tool = parse_bytes(data, path)
         except ParseError as exc:
-            last_good = prev.tool if prev else None
             err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
+        except Exception as exc:  # noqa: BLE001 - one file must never stop the scan of the others
+            err = LoadError(path, 1, 1, f"cannot load ({type(exc).__name__}: {exc})", last_good.name if last_good else "")
+        else:
+            return _FileState(key, sha, tool, None)
+        if prev is None or prev.error != err:
             log.error("%s", err)
-            return _FileState(key, sha, last_good, err)
-        return _FileState(key, sha, tool, None)
+        return _FileState(key, sha, last_good, err)
 
-    def _assemble(self, old: Snapshot, files: dict[str, _FileState]) -> Snapshot:
+    def _assemble(self, old: Snapshot, files: dict[str, _FileState],
+                  lost_roots: Mapping[str, LoadError] | None = None) -> Snapshot:
         tools, errors = _resolve(files)
         upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
         remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
-        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots)
+        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
         if upsert or remove:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
@@ -286,7 +330,8 @@ class Registry:
 
     def _swap_index(self, index: matcher.Index) -> None:
         old = self.snapshot
-        self.snapshot = Snapshot(old.tools, old.errors, index, old.generation + 1, old._files, self.roots)
+        self.snapshot = Snapshot(old.tools, old.errors[len(old.lost_roots):], index, old.generation + 1,
+                                 old._files, self.roots, old.lost_roots)
 
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()

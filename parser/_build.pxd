@@ -30,7 +30,7 @@ cdef dict _entries(_Ctx ctx, Node node, str where, dict allowed)
 @cython.locals(value=str)
 cdef str _text(_Ctx ctx, Node node, str what, bint empty_ok=*)
 
-cdef object _int(_Ctx ctx, Node node, str what, object minimum)
+cdef object _int(_Ctx ctx, Node node, str what, object minimum, object maximum=*)
 
 cdef object _bool(_Ctx ctx, Node node, str what)
 

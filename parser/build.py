@@ -18,13 +18,12 @@ import difflib
 import hashlib
 import math
 import re
-import warnings
 from typing import Any
 
 from bitong.v1 import agent_pb2 as pb
 from google.protobuf import struct_pb2
 
-from . import nodes  # for annotations; compiled as parser._build, values are parser._nodes.Node
+from . import nodes, patterns  # nodes for annotations; compiled as parser._build, values are parser._nodes.Node
 from .errors import ParseError
 
 __all__ = [
@@ -49,6 +48,10 @@ _SEMVER_RE = re.compile(
 # brace (``find -exec ... {} +``, ``awk '{print $1}'``) is literal text.
 _PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{[ \t]*([A-Za-z0-9_-]+)[ \t]*\}")
 _INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+# Maps and lists nest at most this deep (the file itself is level 1): deeper values
+# would overflow the recursion of protobuf's Struct conversion and help no tool.
+MAX_DEPTH = 32
 
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
@@ -141,6 +144,8 @@ def _check_tree(ctx: _Ctx, root: nodes.Node) -> None:
             else:
                 node = item
             kind = node.kind
+            if (kind == "map" or kind == "list") and len(stack) > MAX_DEPTH:
+                raise ctx.fail(node, f"maps and lists nested deeper than {MAX_DEPTH} levels: expected at most {MAX_DEPTH}")
             if kind == "map":
                 stack.append((iter(node.value), {}))
                 break
@@ -192,11 +197,15 @@ def _text(ctx: _Ctx, node: nodes.Node, what: str, *, empty_ok: bool = False) -> 
     raise ctx.fail(node, f"{what} must be text, found {_KIND_WORDS[node.kind]}")
 
 
-def _int(ctx: _Ctx, node: nodes.Node, what: str, *, minimum: int) -> int:
+def _int(ctx: _Ctx, node: nodes.Node, what: str, *, minimum: int, maximum: int = _INT64_MAX) -> int:
+    """An integer field within [minimum, maximum]: ``maximum`` is the range of
+    its ToolDef field, so that storing it can never fail (retry is an int32)."""
     if node.kind != "int":
         raise ctx.fail(node, f"{what} must be an integer, found {_KIND_WORDS[node.kind]}")
     if node.value < minimum:
         raise ctx.fail(node, f"{what} must be at least {minimum}, found {node.value}")
+    if node.value > maximum:
+        raise ctx.fail(node, f"{what} must be at most {maximum}, found {node.value}")
     return node.value
 
 
@@ -323,11 +332,9 @@ def _param(ctx: _Ctx, key: Any, node: nodes.Node, spec: pb.ParamSpec) -> None:
         if ptype != "string":
             raise ctx.fail(pnode, f"pattern applies only to a string parameter ({where} is {ptype}): expected no pattern here")
         try:
-            with warnings.catch_warnings():  # FutureWarning about [[ and -- in sets: not our concern here
-                warnings.simplefilter("ignore")
-                re.compile(pattern)
-        except re.error as exc:
-            raise ctx.fail(pnode, f"pattern of {where} is not a valid regular expression ({exc}): expected a Python regex") from None
+            patterns.check(pattern)
+        except patterns.PatternError as exc:
+            raise ctx.fail(pnode, f"pattern of {where} is refused: {exc}") from None
         spec.pattern = pattern
     rules: list[str] = []
     if "normalize" in fields:
@@ -375,7 +382,7 @@ def _default_in_bounds(ctx: _Ctx, node: nodes.Node, default: Any, ptype: str, wh
         raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at least {lo:g}")
     if hi is not None and size > hi:
         raise ctx.fail(node, f"default of {where} has {unit}{size}: expected at most {hi:g}")
-    if pattern and re.search(pattern, default) is None:
+    if pattern and not patterns.search(pattern, default):
         raise ctx.fail(node, f"default of {where} does not match its pattern: expected a value matching {pattern!r}")
 
 
@@ -487,7 +494,7 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
             if lst in pfields:
                 getattr(perms, lst).extend(_text_list(ctx, pfields[lst][1], f"permissions.{lst}"))
     if "retry" in fields:
-        tool.retry = _int(ctx, fields["retry"][1], "retry", minimum=0)
+        tool.retry = _int(ctx, fields["retry"][1], "retry", minimum=0, maximum=_INT32_MAX)
     if "endpoint" in fields:
         tool.endpoint = _text(ctx, fields["endpoint"][1], "endpoint")
     if "command" in fields:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 from agent.registry import Registry, Snapshot
+from conftest import REPO, tool_text
 
 WriteTool = Callable[..., Path]
+BUNDLED_NAMES = ["file-read", "file-stats", "file-write", "git-ops", "http-request", "scheduled-reminder", "shell-exec"]
 
 
 def test_scan_loads_every_tool_folder_and_ignores_other_entries(tools_root: Path) -> None:
@@ -138,3 +149,151 @@ def test_a_state_for_other_roots_or_garbage_is_ignored(tools_root: Path, tmp_pat
     state.write_bytes(b"\xff\x00not a state")
     assert not Registry([str(tools_root)]).load_state(str(state))
     assert not Registry([str(tools_root)]).load_state(str(tmp_path / "missing.pb"))
+
+
+# ------------------------------------------------------- one file never stops the registry
+
+
+def _rescan_within(registry: Registry, seconds: float) -> Snapshot:
+    """Rescan on a daemon thread and fail (rather than hang) if it does not finish in time."""
+    done: list[Snapshot] = []
+    worker = threading.Thread(target=lambda: done.append(registry.rescan()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert done, f"rescan did not finish within {seconds}s"
+    return done[0]
+
+
+def _release_fifo(path: Path) -> None:
+    """Give a reader stuck on the FIFO its end of file (only if one is there)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # no reader: nothing is stuck
+    os.close(fd)
+
+
+def test_no_single_file_can_stop_or_stall_the_scan(tools_root: Path, write_tool: WriteTool) -> None:
+    fifo = tools_root / "fifo" / "TOOL.hdlp"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    (tools_root / "zero").mkdir()
+    (tools_root / "zero" / "TOOL.hdlp").symlink_to("/dev/zero")
+    (tools_root / "folder" / "TOOL.hdlp").mkdir(parents=True)
+    big = write_tool("big")
+    with open(big, "r+b") as fh:  # a valid tool, then 51 MB (sparse: costs no disk)
+        fh.truncate(51 * 1024 * 1024)
+    write_tool("overflow", tool_text("overflow") + "retry: 4294967296\n")
+    write_tool("regex", params="{ x: { type: string, pattern: 'a{99999999999}' } }")
+    write_tool("deep", params="{ x: { type: string, pattern: '" + "(" * 5000 + ")" * 5000 + "' } }")
+    try:
+        start = time.perf_counter()
+        snap = _rescan_within(Registry([str(tools_root)]), 20)
+        elapsed = time.perf_counter() - start
+    finally:
+        _release_fifo(fifo)
+    assert elapsed < 5, f"the scan took {elapsed:.1f}s"
+    assert sorted(snap.tools) == BUNDLED_NAMES
+    errors = {Path(e.path).parent.name: e for e in snap.errors}
+    assert sorted(errors) == ["big", "deep", "fifo", "folder", "overflow", "regex", "zero"]
+    assert "not a regular file (a FIFO)" in errors["fifo"].message
+    assert "not a regular file (a character device)" in errors["zero"].message
+    assert "not a regular file (a directory)" in errors["folder"].message
+    assert f"file is {51 * 1024 * 1024} bytes: expected at most 1048576" in errors["big"].message
+    assert (errors["overflow"].line, errors["overflow"].column) == (12, 8)
+    assert "retry must be at most 2147483647" in errors["overflow"].message
+    assert errors["regex"].line == 7 and "OverflowError" in errors["regex"].message
+    assert errors["deep"].line == 7 and "pattern of parameter 'x' is refused" in errors["deep"].message
+
+
+def test_the_size_limit_is_configurable(tools_root: Path) -> None:
+    snap = Registry([str(tools_root)], max_file_bytes=100).rescan()
+    assert snap.tools == {}
+    assert all("expected at most 100 bytes" in e.message for e in snap.errors) and len(snap.errors) == 7
+    assert sorted(Registry([str(tools_root)], max_file_bytes=64 * 1024).rescan().tools) == BUNDLED_NAMES
+
+
+# ------------------------------------------------------- the registry says what it lost
+
+
+def test_a_renamed_or_deleted_root_is_an_error_and_its_tools_keep_serving(tools_root: Path, tmp_path: Path,
+                                                                         write_tool: WriteTool) -> None:
+    other = tmp_path / "other"
+    (other / "extra").mkdir(parents=True)
+    (other / "extra" / "TOOL.hdlp").write_text(tool_text("extra"), encoding="utf-8")
+    registry = Registry([str(tools_root), str(other)])
+    first = registry.rescan()
+    assert sorted(first.tools) == sorted(BUNDLED_NAMES + ["extra"]) and first.errors == ()
+
+    moved = tmp_path / "moved"
+    tools_root.rename(moved)
+    shutil.rmtree(other)
+    lost = registry.rescan()
+    assert sorted(lost.tools) == sorted(BUNDLED_NAMES + ["extra"])  # the last snapshot of each root serves
+    assert lost.tools["git-ops"] is first.tools["git-ops"]
+    assert [(e.path, e.line, e.column) for e in lost.errors] == [(str(tools_root), 0, 0), (str(other), 0, 0)]
+    assert all("tools root cannot be listed: No such file or directory" in e.message for e in lost.errors)
+    assert "serving the 1 tools last seen in it" in lost.errors[1].message and "(extra)" in lost.errors[1].message
+    assert registry.rescan() is lost  # nothing changed: no new generation
+
+    moved.rename(tools_root)
+    back = registry.rescan()
+    assert [e.path for e in back.errors] == [str(other)]
+    assert back.tools["git-ops"] is first.tools["git-ops"]
+    # deliberately removed from the roots: gone
+    assert sorted(Registry([str(tools_root)]).rescan().tools) == BUNDLED_NAMES
+
+
+# Run as an unprivileged user: root reads a chmod 000 file anyway, so the honest
+# test drops to uid/gid 65534 (nobody) in a child, after importing as root
+# (the interpreter's stdlib lives under /root, which nobody cannot read).
+_AS_NOBODY = r"""
+import json, os, sys
+from agent.registry import Registry
+
+root, text = sys.argv[1], sys.argv[2]
+Registry([os.path.dirname(os.path.abspath(__import__("agent").__file__)) + "/../tools"]).rescan()  # warm lazy imports
+os.setgid(65534)
+os.setuid(65534)
+os.makedirs(os.path.join(root, "perm"))
+path = os.path.join(root, "perm", "TOOL.hdlp")
+with open(path, "w", encoding="utf-8") as fh:
+    fh.write(text)
+os.utime(path, ns=(1_000_000_000, 1_000_000_000))  # old enough for its stat key to be trusted
+registry = Registry([root])
+out = {}
+def look(label):
+    snap = registry.rescan()
+    out[label] = {"tools": sorted(snap.tools), "errors": [[e.path, e.message] for e in snap.errors]}
+os.chmod(path, 0)
+look("file 000")
+os.chmod(path, 0o644)  # no mtime change
+look("file 644")
+os.chmod(root, 0)
+look("root 000")
+os.chmod(root, 0o755)
+look("root 755")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to another uid")
+def test_permission_problems_are_retried_at_each_rescan_as_an_unprivileged_user() -> None:
+    parent = tempfile.mkdtemp(prefix="bitong-perm-")
+    try:
+        os.chmod(parent, 0o777)
+        root = os.path.join(parent, "tools")  # made by the child, so that nobody owns it
+        run = subprocess.run([sys.executable, "-c", _AS_NOBODY, root, tool_text("perm")],
+                             capture_output=True, text=True, timeout=60, cwd=str(REPO))
+        assert run.returncode == 0, run.stderr
+        out = json.loads(run.stdout)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    path = os.path.join(root, "perm", "TOOL.hdlp")
+    assert out["file 000"]["tools"] == []
+    assert out["file 000"]["errors"] == [[path, "cannot read: Permission denied (expected a readable TOOL.hdlp file)"]]
+    assert out["file 644"] == {"tools": ["perm"], "errors": []}
+    assert out["root 000"]["tools"] == ["perm"]
+    assert [p for p, _ in out["root 000"]["errors"]] == [root]
+    assert "tools root cannot be listed: Permission denied" in out["root 000"]["errors"][0][1]
+    assert out["root 755"] == {"tools": ["perm"], "errors": []}
