@@ -5,6 +5,10 @@
 * ``parser/_speedups.pyx`` -> the compiled twin of the parser, unless
   ``BITONG_PURE=1`` is set; ``BITONG_CYTHON_ANNOTATE=1`` writes the HTML
   annotation next to it for profiling.
+* ``agent/executors/reaper.c`` -> the executable ``agent/executors/_reaper``
+  (each call's PID namespace; see reaper.py), always, pure or not: it is a
+  program, not an extension. Without a C compiler the install goes on and
+  the server falls back to process-group kills, with a warning.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 PROTO_ROOT = ROOT / "proto"
@@ -81,6 +86,46 @@ def extensions() -> list[Extension]:
     return exts
 
 
+REAPER_SOURCE = "agent/executors/reaper.c"
+REAPER_TARGET = "agent/executors/_reaper"
+
+
+class build_py_and_reaper(build_py):
+    """build_py, then compile the reaper program beside the package's modules.
+
+    Static where the C library allows it (exec of a static program skips
+    the dynamic loader: ~0.1 ms of every call); dynamic otherwise.
+    """
+
+    def run(self) -> None:
+        super().run()
+        targets = [ROOT / REAPER_TARGET] if self.editable_mode else [Path(self.build_lib) / REAPER_TARGET]
+        for target in targets:
+            self.build_reaper(target)
+
+    def build_reaper(self, target: Path) -> None:
+        import shutil
+        import subprocess
+        import sys
+
+        source = ROOT / REAPER_SOURCE
+        if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+            return
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            print(f"warning: no C compiler: {REAPER_TARGET} not built; tools will be contained by process group "
+                  "only", file=sys.stderr)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        base = [cc, "-O2", "-Wall", "-o", str(target), str(source)]
+        for extra in (["-static"], []):
+            if subprocess.run(base + extra, capture_output=True).returncode == 0:
+                return
+        result = subprocess.run(base, capture_output=True, text=True)
+        print(f"warning: {REAPER_TARGET} did not compile; tools will be contained by process group only:\n"
+              f"{result.stderr}", file=sys.stderr)
+
+
 # Every setuptools entry point (egg_info, build_py, editable) needs bitong/v1 to
 # exist before it looks at the package list, so generate first, every time.
 generate_protos()
@@ -95,5 +140,6 @@ setup(
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
     },
     ext_modules=extensions(),
+    cmdclass={"build_py": build_py_and_reaper},
     zip_safe=False,
 )

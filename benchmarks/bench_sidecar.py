@@ -776,7 +776,10 @@ def pipe_read(nbytes: int) -> dict[str, Any]:
 
 
 async def executor_vs_bare(n: int) -> dict[str, Any]:
-    """ShellExecutor.run against subprocess.run of the same argv, interleaved so drift hits both alike."""
+    """ShellExecutor.run against subprocess.run of the same argv, interleaved so drift hits both alike;
+    and the executor's default (a PID namespace per call, under _reaper) against its process-group
+    fallback, for the spawn cost of the containment."""
+    from agent.executors.reaper import Containment
     from agent.executors.shell import ShellExecutor
     from bitong.v1.agent_pb2 import ToolDef
 
@@ -784,9 +787,10 @@ async def executor_vs_bare(n: int) -> dict[str, Any]:
     tool.constraints.timeout_ms = 30000
     tool.constraints.max_output_bytes = 65536
     ex = ShellExecutor()
+    grouped_ex = ShellExecutor(containment=Containment("group", "the benchmark's baseline"))
 
-    async def executor() -> None:
-        out = await ex.run(tool, {}, deadline=time.monotonic() + 30)
+    async def executor(which: ShellExecutor = ex) -> None:
+        out = await which.run(tool, {}, deadline=time.monotonic() + 30)
         if not (out.ok and out.stdout == b"hello\n"):
             raise RuntimeError(f"executor: {out}")
 
@@ -795,21 +799,30 @@ async def executor_vs_bare(n: int) -> dict[str, Any]:
 
     for _ in range(max(20, n // 10)):
         await executor()
+        await executor(grouped_ex)
         bare()
     a: list[float] = []
     b: list[float] = []
+    g: list[float] = []
+    orders = ((0, 1, 2), (1, 2, 0), (2, 0, 1))
     for i in range(n):
-        for which in ((0, 1) if i % 2 else (1, 0)):
+        for which in orders[i % 3]:
             t0 = time.perf_counter()
             if which == 0:
                 await executor()
                 a.append(time.perf_counter() - t0)
-            else:
+            elif which == 1:
                 bare()
                 b.append(time.perf_counter() - t0)
+            else:
+                await executor(grouped_ex)
+                g.append(time.perf_counter() - t0)
     diffs = [x - y for x, y in zip(a, b, strict=True)]
+    contained = [x - y for x, y in zip(a, g, strict=True)]
     return {"executor": ms(a), "bare": ms(b), "overhead_p50_ms": (pct(a, 0.5) - pct(b, 0.5)) * 1e3,
-            "paired_diff_p50_ms": pct(diffs, 0.5) * 1e3}
+            "paired_diff_p50_ms": pct(diffs, 0.5) * 1e3, "mode": ex.containment.mode,
+            "grouped": ms(g), "containment_p50_ms": (pct(a, 0.5) - pct(g, 0.5)) * 1e3,
+            "containment_paired_p50_ms": pct(contained, 0.5) * 1e3}
 
 
 def run_uvloop(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -889,6 +902,11 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     rows.append(row("executor overhead over subprocess.run, p50", "ms", e["overhead_p50_ms"], None, "",
                     f"<= {TARGET_EXEC_OVERHEAD_MS} ms", e["overhead_p50_ms"] <= TARGET_EXEC_OVERHEAD_MS,
                     note=f"paired differences p50 {e['paired_diff_p50_ms']:.3f} ms"))
+    rows.append(row(f"spawn cost of containment ({e['mode']}) over the process group, p50", "ms",
+                    e["containment_p50_ms"], None, "", "", None,
+                    note=f"executor echo p50 {e['executor']['p50_ms']:.3f} ms contained, "
+                         f"{e['grouped']['p50_ms']:.3f} ms by process group; paired differences p50 "
+                         f"{e['containment_paired_p50_ms']:.3f} ms"))
     return rows
 
 

@@ -17,7 +17,8 @@ function takes the declared params by name and returns JSON-able data::
 * It never runs inside the server: each call is a fresh interpreter
   (``python -I -S -B``, the worker in :mod:`.handler_worker`), started,
   bounded and killed exactly like a shell tool (:func:`.shell.run_process`:
-  its own process group, the deadline, cancellation, the output cap,
+  its own PID namespace, so whatever the handler starts goes with it, and
+  it dies with the server; the deadline, cancellation, the output cap,
   streaming), so a handler that hangs, leaks or crashes takes nothing of
   the server with it, and two calls never share state (seed 002 §4.3).
   A call costs about 25 ms here (interpreter start-up and the ``json``
@@ -56,7 +57,9 @@ from bitong.v1.agent_pb2 import ToolDef
 from ..allowlist import ENV as ALLOWLIST_ENV
 from ..config import PythonSettings
 from . import handler_worker as worker
+from . import reaper
 from .base import STDERR, Outcome, Sink
+from .reaper import Containment
 from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process
 
 __all__ = ["PythonExecutor", "HANDLER_FILE"]
@@ -70,7 +73,8 @@ class PythonExecutor:
 
     name = "python"
 
-    def __init__(self, settings: PythonSettings = PythonSettings(), *, use_pidfd: bool | None = None) -> None:
+    def __init__(self, settings: PythonSettings = PythonSettings(), *, use_pidfd: bool | None = None,
+                 containment: Containment | None = None) -> None:
         interpreter = settings.interpreter
         own = os.path.realpath(interpreter) == os.path.realpath(sys.executable)
         # -I: no PYTHON* variables, no user site, no script folder on sys.path; -B: no .pyc in tool folders.
@@ -80,6 +84,7 @@ class PythonExecutor:
         package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         self.paths = [package_parent] + (_site_dirs() if own else [])
         self.use_pidfd = use_pidfd
+        self.containment = reaper.containment() if containment is None else containment
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -103,7 +108,7 @@ class PythonExecutor:
         fd = _payload_fd(payload)
         try:
             outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
-                                        stdin=fd, env=env)
+                                        stdin=fd, env=env, containment=self.containment)
         finally:
             os.close(fd)
         if tail is not None:

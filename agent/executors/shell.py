@@ -25,10 +25,16 @@ The process:
   and costs milliseconds more per spawn, growing with the server's memory;
   on a small spawner thread pool, since Popen blocks until the child has
   exec'd and on the loop thread that would serialize concurrent calls;
-* in a new session (``start_new_session``), so the tool and everything it
-  starts is one process group; the group is killed (SIGKILL) at the
-  deadline, on cancellation, and when the tool's first process exits, so
-  nothing a tool starts outlives its call;
+* in a PID namespace of its own under ``_reaper`` (see reaper.py), so
+  nothing the tool starts outlives its call, not even a ``setsid`` daemon,
+  and every tool dies with the server, even one killed with SIGKILL: when
+  the tool's first process exits, the kernel kills the rest of the
+  namespace; at the deadline and on cancellation the server stops the whole
+  namespace (SIGTERM to ``_reaper``, which SIGKILLs its pid 1), and the
+  call ends only once all of it is gone. Where the kernel refuses a
+  namespace, the fallback is a process group (``start_new_session``)
+  killed with SIGKILL at the same moments, which a ``setsid`` escapes; the
+  server says so in a warning at start;
 * stdin is ``/dev/null``; stdout and stderr are pipes read by the running
   event loop (``add_reader`` on non-blocking fds, so it works the same on
   uvloop and on the default loop); the exit is seen through a pidfd on the
@@ -64,14 +70,17 @@ import re
 import shlex
 import signal as signals
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from bitong.v1.agent_pb2 import ToolDef
 
+from . import reaper
 from .base import STDERR, STDOUT, Outcome, Sink
+from .reaper import Containment
 
 __all__ = ["ShellExecutor", "TemplateError", "render_argv", "render_value", "check_command", "run_process",
            "runtime_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
@@ -240,16 +249,19 @@ class _Pipe:
 class _Run:
     """One child process and its pipes, driven by callbacks on the running loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, proc: subprocess.Popen[bytes], out_fd: int, err_fd: int,
-                 cap: int, sink: Sink | None, use_pidfd: bool) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, child: _Child, cap: int, sink: Sink | None,
+                 use_pidfd: bool) -> None:
+        proc, out_fd, err_fd = child.proc, child.out_fd, child.err_fd
         self.loop = loop
         self.proc = proc
         self.pid = proc.pid
+        self.contained = child.contained   # the pid is _reaper's: SIGTERM stops the whole namespace
+        self.exec_fd = child.exec_fd       # _reaper writes the errno of a failed exec here
         self.sink = sink
         self.out = _Pipe(out_fd, STDOUT, cap)
         self.err = _Pipe(err_fd, STDERR, cap)
         self.status: int | None = None     # exit code as Popen reports it (negative: signal)
-        self.killed = False                # the group got SIGKILL from us
+        self.killed = False                # we stopped it (the group's SIGKILL, or _reaper's SIGTERM)
         self.pending: collections.deque[tuple[_Pipe, bytes]] = collections.deque()
         self.waiter: asyncio.Future[None] | None = None
         self.pidfd = -1
@@ -340,7 +352,9 @@ class _Run:
     def _exited_now(self) -> None:
         # Kill what the tool left behind before reaping: while the zombie
         # exists its pid, and so its process group id, cannot be reused.
-        self.kill()
+        # (_reaper exits only once its namespace is empty: nothing is left.)
+        if not self.contained:
+            self.kill()
         self._reap()
         if not self.exited.done():
             self.exited.set_result(None)
@@ -364,14 +378,27 @@ class _Run:
     # -- control --
 
     def kill(self) -> None:
-        """SIGKILL the whole process group (the pgid is the first process's pid)."""
+        """Stop everything of the call: the namespace (via _reaper), or the process group (the fallback)."""
         if self.status is not None:
             return  # reaped: the id may belong to someone else now
         try:
-            os.killpg(self.pid, signals.SIGKILL)
+            _stop(self.pid, self.contained)
             self.killed = True
         except (ProcessLookupError, PermissionError):
             pass
+
+    def exec_error(self) -> OSError | None:
+        """The tool's program could not be exec'd (inside _reaper): the errno it reported, as an OSError."""
+        if self.exec_fd < 0:
+            return None
+        try:
+            data = os.read(self.exec_fd, 4)
+        except OSError:
+            return None
+        if len(data) != 4:
+            return None
+        code = int.from_bytes(data, sys.byteorder, signed=True)
+        return OSError(code, os.strerror(code))
 
     @property
     def finished(self) -> bool:
@@ -418,6 +445,9 @@ class _Run:
                 os.close(pipe.fd)
                 pipe.fd = -1
         self.pending.clear()
+        if self.exec_fd >= 0:
+            os.close(self.exec_fd)
+            self.exec_fd = -1
         if self.status is None and not self.exited.done():
             # Killed but not yet seen to exit (cancellation): the pidfd
             # reader or the wait thread still reaps it; then the pidfd closes.
@@ -440,9 +470,11 @@ class ShellExecutor:
 
     name = "shell"
 
-    def __init__(self, *, use_pidfd: bool | None = None) -> None:
+    def __init__(self, *, use_pidfd: bool | None = None, containment: Containment | None = None) -> None:
         # None: use a pidfd where the OS has one (Linux 5.3+), else a waiting thread.
         self.use_pidfd = _HAVE_PIDFD if use_pidfd is None else use_pidfd
+        # None: a PID namespace per call where the kernel allows one (probed once, at start, warning if not).
+        self.containment = reaper.containment() if containment is None else containment
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -452,12 +484,14 @@ class ShellExecutor:
             argv = render_argv(tool, params)
         except TemplateError as exc:
             return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
-        return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started)
+        return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started,
+                                 containment=self.containment)
 
 
 async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, sink: Sink | None = None,
                       use_pidfd: bool | None = None, stdin: int | None = None,
-                      env: dict[str, str] | None = None, started: float | None = None) -> Outcome:
+                      env: dict[str, str] | None = None, started: float | None = None,
+                      containment: Containment | None = None) -> Outcome:
     """Run ``argv`` for ``tool`` under every rule of the module docstring; the one process runner.
 
     The ``python`` executor runs its worker through here too, so a handler
@@ -465,7 +499,8 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
     ``stdin`` is an fd to give the child (default ``/dev/null``; the caller
     keeps and closes its own); ``env`` defaults to :func:`child_env`;
     ``started`` is when the caller began the call (default: now), which
-    ``duration_ms`` and the timeout's words count from.
+    ``duration_ms`` and the timeout's words count from; ``containment``
+    defaults to :func:`.reaper.containment` (a PID namespace where allowed).
     Raises only CancelledError (and the sink's errors).
     """
     if started is None:
@@ -476,14 +511,15 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
     global _in_flight
     _in_flight += 1
     try:
-        return await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started)
+        box = reaper.containment() if containment is None else containment
+        return await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started, box)
     finally:
         _in_flight -= 1
 
 
 async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink: Sink | None,
                        use_pidfd: bool | None, stdin: int | None, env: dict[str, str] | None,
-                       started: float) -> Outcome:
+                       started: float, box: Containment) -> Outcome:
     cwd = runtime_dir(tool)
     cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
     loop = asyncio.get_running_loop()
@@ -496,15 +532,15 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
             os.makedirs(cwd, exist_ok=True)
             _made_dirs.add(cwd)
         try:
-            proc, out_fd, err_fd = await _spawn_off_loop(loop, argv, cwd, env, stdin)
+            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box)
         except FileNotFoundError as exc:
             if exc.filename != cwd:
                 raise
             os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
-            proc, out_fd, err_fd = await _spawn_off_loop(loop, argv, cwd, env, stdin)
+            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box)
     except (OSError, ValueError) as exc:
         return _not_started(argv, cwd, exc, started)
-    run = _Run(loop, proc, out_fd, err_fd, cap, sink, use_pidfd)
+    run = _Run(loop, child, cap, sink, use_pidfd)
     timeout = asyncio.timeout(deadline - time.monotonic())
     timed_out = False
     try:
@@ -525,7 +561,11 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
         finally:
             run.close()
         raise
+    failed = run.exec_error()
     run.close()
+    if failed is not None:  # the program could not be exec'd inside _reaper: as a direct spawn answers
+        failed.filename = argv[0]
+        return _not_started(argv, cwd, failed, started)
     return _outcome(run, started, timed_out, deadline)
 
 
@@ -551,7 +591,7 @@ other and stalls the server, so spawns run here."""
 
 
 async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
-                          stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
+                          stdin: int | None, box: Containment) -> _Child:
     """:func:`_spawn` on a spawner thread. A call cancelled meanwhile waits for
     the spawn to land, then kills and reaps what it started before the
     cancellation goes on: nothing is left behind, and nothing outlives the call.
@@ -559,8 +599,8 @@ async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], 
     When no other call of this process is running, the thread hop would only
     add latency (nobody waits behind this spawn), so the spawn runs inline."""
     if _in_flight <= 1:
-        return _spawn(argv, cwd, env, stdin)
-    return await _spawn_on_thread(loop, argv, cwd, env, stdin)
+        return _spawn(argv, cwd, env, stdin, box)
+    return await _spawn_on_thread(loop, argv, cwd, env, stdin, box)
 
 
 _in_flight = 0
@@ -568,8 +608,8 @@ _in_flight = 0
 
 
 async def _spawn_on_thread(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
-                           stdin: int | None) -> tuple[subprocess.Popen[bytes], int, int]:
-    future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin)
+                           stdin: int | None, box: Containment) -> _Child:
+    future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin, box)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -580,7 +620,7 @@ async def _spawn_on_thread(loop: asyncio.AbstractEventLoop, argv: Sequence[str],
             raise
         except Exception:  # the spawn failed: nothing started
             raise asyncio.CancelledError from None
-        proc = _discard(*spawned)
+        proc = _discard(spawned)
         try:
             await loop.run_in_executor(_SPAWNER, functools.partial(proc.wait, _REAP_GRACE_S))
         except subprocess.TimeoutExpired:  # stuck in the kernel: a thread reaps it later
@@ -588,42 +628,74 @@ async def _spawn_on_thread(loop: asyncio.AbstractEventLoop, argv: Sequence[str],
         raise
 
 
-def _discard_when_spawned(future: asyncio.Future[tuple[subprocess.Popen[bytes], int, int]]) -> None:
+def _discard_when_spawned(future: asyncio.Future[_Child]) -> None:
     if future.cancelled() or future.exception() is not None:
         return
-    proc = _discard(*future.result())
+    proc = _discard(future.result())
     threading.Thread(target=proc.wait, name=f"bitong-reap-{proc.pid}", daemon=True).start()
 
 
-def _discard(proc: subprocess.Popen[bytes], out_fd: int, err_fd: int) -> subprocess.Popen[bytes]:
-    """Kill the process group of a child nobody will read, and close its pipes."""
+def _discard(child: _Child) -> subprocess.Popen[bytes]:
+    """Stop a child nobody will read (its namespace, or its process group), and close its pipes."""
     try:
-        os.killpg(proc.pid, signals.SIGKILL)
+        _stop(child.proc.pid, child.contained)
     except (ProcessLookupError, PermissionError):
         pass
-    os.close(out_fd)
-    os.close(err_fd)
-    return proc
+    for fd in (child.out_fd, child.err_fd, child.exec_fd):
+        if fd >= 0:
+            os.close(fd)
+    return child.proc
 
 
-def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str],
-           stdin: int | None = None) -> tuple[subprocess.Popen[bytes], int, int]:
-    """Popen with our own pipes, so the read ends are plain non-blocking fds the loop can watch."""
+def _stop(pid: int, contained: bool) -> None:
+    """SIGTERM to _reaper (it SIGKILLs its namespace, then dies of SIGKILL), or SIGKILL to the process group."""
+    if contained:
+        os.kill(pid, signals.SIGTERM)
+    else:
+        os.killpg(pid, signals.SIGKILL)
+
+
+class _Child(NamedTuple):
+    """A spawned call: the process the server waits for, and the read ends of its pipes."""
+
+    proc: subprocess.Popen[bytes]
+    out_fd: int
+    err_fd: int
+    exec_fd: int       # -1 unless contained
+    contained: bool    # proc is _reaper, the tool runs in its PID namespace
+
+
+def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str], stdin: int | None = None,
+           box: Containment | None = None) -> _Child:
+    """Popen with our own pipes, so the read ends are plain non-blocking fds the loop can watch.
+
+    Contained, the argv is ``_reaper PID ERRFD -- argv``: still one Popen
+    (vfork, no ``preexec_fn``), plus one pipe for an exec failure's errno.
+    """
+    if box is None:
+        box = reaper.containment()
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    exec_r = exec_w = -1
+    if box.namespaced:
+        exec_r, exec_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        argv = [*box.argv(exec_w), *argv]
     try:
         proc = subprocess.Popen(argv, stdin=_devnull() if stdin is None else stdin, stdout=out_w, stderr=err_w,
-                                cwd=cwd, env=env, close_fds=True, start_new_session=True)
+                                cwd=cwd, env=env, close_fds=True, start_new_session=True,
+                                pass_fds=(exec_w,) if exec_w >= 0 else ())
     except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
+        for fd in (out_r, err_r, exec_r):
+            if fd >= 0:
+                os.close(fd)
         raise
     finally:
-        os.close(out_w)
-        os.close(err_w)
+        for fd in (out_w, err_w, exec_w):
+            if fd >= 0:
+                os.close(fd)
     os.set_blocking(out_r, False)
     os.set_blocking(err_r, False)
-    return proc, out_r, err_r
+    return _Child(proc, out_r, err_r, exec_r, box.namespaced)
 
 
 _made_dirs: set[str] = set()
@@ -666,7 +738,9 @@ def _outcome(run: _Run, started: float, timed_out: bool, deadline: float) -> Out
         out.streamed_stderr_bytes = run.err.sent
     if timed_out:
         budget = round((deadline - started) * 1000)
-        out.error = f"timed out after {budget} ms; the process group was killed"
+        killed = "the tool and everything it started were killed" if run.contained else \
+            "the process group was killed"
+        out.error = f"timed out after {budget} ms; {killed}"
     elif sig:
         out.error = f"killed by signal {sig} ({_signame(sig)})"
     elif status:

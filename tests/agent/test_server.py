@@ -191,7 +191,8 @@ async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub,
                                                                           tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     write_tool("slow", timeout_ms=300, params="{ pidfile: { type: string, required: true } }",
-               command="/bin/sh -c 'echo started; sleep 30 & echo $! > \"$1\"; wait' slow {pidfile}")
+               command="/bin/sh -c 'echo started; { read p _ < /proc/self/stat; echo $p > \"$1\"; exec sleep 30; } & "
+                       "wait' slow {pidfile}")
 
     async def loaded() -> bool:
         return (await stub.ListTools(pb.ListToolsRequest())).tools and any(
@@ -209,7 +210,7 @@ async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub,
 async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     started = time.monotonic()
-    result = await stub.Call(request("shell-exec", cmd=f"echo $$ > {pidfile}; echo waiting; exec sleep 30"),
+    result = await stub.Call(request("shell-exec", cmd=f"read p _ < /proc/self/stat; echo $p > {pidfile}; echo waiting; exec sleep 30"),
                              timeout=1.0)
     # bitong stops the tool just before the caller's deadline, so the answer is the
     # real result with the output so far, not a bare DEADLINE_EXCEEDED
@@ -222,7 +223,7 @@ async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> Non
 
 async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    call = stub.Call(request("shell-exec", cmd=f"sleep 30 & echo $! > {pidfile}; wait"))
+    call = stub.Call(request("shell-exec", cmd=f"{{ read p _ < /proc/self/stat; echo $p > {pidfile}; exec sleep 30; }} & wait"))
 
     async def started() -> bool:
         return pidfile.exists() and pidfile.read_text().strip() != ""

@@ -2,6 +2,8 @@
 
 Real processes throughout. Tests that need a handler to be "in the middle
 of something" make it wait on a FIFO the test writes, never on a sleep.
+A worker runs in its own PID namespace, so ``os.getpid()`` there is that
+namespace's; a handler tells the test its host pid as ``/proc/self`` names it.
 """
 
 from __future__ import annotations
@@ -159,8 +161,7 @@ async def test_the_deadline_kills_the_worker_and_what_it_started(define: Define)
     tool = py(define, """
         import subprocess, sys, time
         def run():
-            child = subprocess.Popen(["sleep", "300"])
-            print(child.pid, flush=True)
+            child = subprocess.Popen(["sh", "-c", "read p _ < /proc/self/stat; echo $p >&2; exec sleep 300"])
             time.sleep(300)
         """, timeout_ms=1500)
     out = await RUN.run(tool, {}, deadline=soon(1.5))
@@ -174,7 +175,7 @@ async def test_cancellation_kills_the_worker(define: Define) -> None:
         import os, time
         def run():
             with open("ready", "w") as fh:
-                fh.write(str(os.getpid()))
+                fh.write(os.readlink("/proc/self"))
             time.sleep(300)
         """)
     runtime_of(tool).mkdir()
@@ -185,6 +186,34 @@ async def test_cancellation_kills_the_worker(define: Define) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert gone(pid, within=0)
+
+
+async def test_a_daemon_the_handler_starts_is_gone_when_the_call_returns(define: Define, tmp_path: Path) -> None:
+    """Issue 5: a handler that daemonizes a helper (double fork, setsid) left it running after the call."""
+    said = tmp_path / "said"
+    os.mkfifo(said)
+    tool = py(define, f"""
+        import os
+        def run():
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    with open({str(said)!r}, "w") as fh:
+                        fh.write(os.readlink("/proc/self"))
+                    os.execvp("sleep", ["sleep", "300"])
+                os._exit(0)
+            os.wait()
+            with open({str(said)!r}) as fh:
+                return int(fh.read())
+        """)
+    out = await RUN.run(tool, {}, deadline=soon(20))
+    assert out.ok, (out.error, out.stderr)
+    daemon = json.loads(out.stdout)
+    try:
+        assert gone(daemon, within=0), f"the handler's daemon {daemon} outlived the call"
+    finally:
+        if not gone(daemon, within=0):
+            os.kill(daemon, 9)
 
 
 async def test_output_is_cut_at_max_output_bytes(define: Define) -> None:

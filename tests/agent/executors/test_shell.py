@@ -4,6 +4,12 @@ Each test runs its coroutine under both loops (the ``run`` fixture) and the
 group-kill tests under both exit watchers (pidfd and the waiting thread).
 Nothing sleeps for correctness: tests wait on a FIFO the child writes, on the
 sink, or on a pidfd of the process they expect gone.
+
+A tool runs in a PID namespace of its own (reaper.py), so its ``$$`` and
+``$!`` are that namespace's pids; a tool tells the test its host pid with
+``read p _ < /proc/self/stat`` (``read`` is a builtin, so /proc/self is the
+shell itself, and /proc is still the host's). Tests that look for processes
+the tool left find them by a unique numeric token in their argv.
 """
 
 from __future__ import annotations
@@ -13,16 +19,24 @@ import json
 import os
 import re
 import select
+import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Coroutine, TypeVar
 
+import itertools
+import signal
+import subprocess
+
+import grpc
 import pytest
 import uvloop
 
 from agent import executors
+from agent.executors import reaper
 from agent.executors.base import STDERR, STDOUT, Outcome
+from agent.executors.reaper import Containment
 from agent.executors.shell import ShellExecutor, check_command, render_argv
 from bitong.v1.agent_pb2 import ToolDef
 from parser import parse
@@ -93,6 +107,50 @@ def gone(pid: int, within: float = 10.0) -> bool:
         return bool(readable)
     finally:
         os.close(fd)
+
+
+HOST_PID = "read p _ < /proc/self/stat; echo $p"
+"""sh: print this shell's own pid as the host sees it (inside the namespace ``$$`` is the namespace's)."""
+SLEEPER = "{ read q _ < /proc/self/stat; echo $q; exec sleep 300; } &"
+"""sh: start a background ``sleep 300`` that first prints its host pid (the subshell's, kept by exec)."""
+
+_tokens = itertools.count()
+
+
+def new_token() -> str:
+    """A number no other process's argv holds: this test process's pid, a counter, the time."""
+    return f"{os.getpid()}{next(_tokens):03d}{time.monotonic_ns() % 10**6:06d}"
+
+
+def holding(token: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """The live (non-zombie) processes whose argv contains ``token``."""
+    needle = token.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle in fh.read():   # a zombie's cmdline is empty
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for(predicate: Callable[[], bool], within: float) -> bool:
+    """Poll a condition about /proc (the kernel has no event for "a process holding X appeared") with a bound."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def alive_holding(pid: int, token: str) -> bool:
+    """Whether ``pid`` is still a live process with ``token`` in its argv (not a reused pid, not a zombie)."""
+    return pid in holding(token) if os.path.exists(f"/proc/{pid}") else False
 
 
 async def read_fifo(path: Path) -> str:
@@ -224,7 +282,7 @@ def test_env_holds_no_server_secret(run: Runner[Outcome], make_tool: MakeTool,
 
 def test_timeout_kills_the_group_and_keeps_output_so_far(run: Runner[Outcome], shell: ShellExecutor,
                                                          make_tool: MakeTool) -> None:
-    tool = make_tool("sh -c 'sleep 300 & echo $$ $!; echo warming up >&2; wait'")
+    tool = make_tool(f"sh -c '{HOST_PID}; {SLEEPER} echo warming up >&2; wait'")
     started = time.monotonic()
     out = run(shell.run(tool, {}, deadline=started + 0.5))
     assert out.timed_out and not out.ok
@@ -237,7 +295,8 @@ def test_timeout_kills_the_group_and_keeps_output_so_far(run: Runner[Outcome], s
 
 
 def test_cancellation_kills_the_group(run: Runner[None], shell: ShellExecutor, make_tool: MakeTool) -> None:
-    tool = make_tool("sh -c 'sleep 300 & echo $$ $! > ready; wait'")
+    tool = make_tool("sh -c 'read p _ < /proc/self/stat; "
+                     "{ read q _ < /proc/self/stat; echo $p $q > ready; exec sleep 300; } & wait'")
     ready = Path(tool.source_path).parent / "runtime" / "ready"
     ready.parent.mkdir()
     os.mkfifo(ready)
@@ -258,7 +317,10 @@ def test_leftover_background_processes_do_not_hold_the_call(run: Runner[Outcome]
                                                             make_tool: MakeTool) -> None:
     # The background sleep keeps stdout open; the call still ends when the tool's
     # first process exits, and the leftover is killed with its group.
-    out = run(shell.run(make_tool("sh -c 'sleep 300 & echo $!'"), {}, deadline=soon()))
+    # The leader exits as soon as the sleeper said its pid (through a FIFO, not stdout).
+    tool = make_tool("sh -c 'mkfifo said; { read q _ < /proc/self/stat; echo $q > said; exec sleep 300; } & "
+                     "read q < said; echo $q'")
+    out = run(shell.run(tool, {}, deadline=soon()))
     assert out.ok and not out.timed_out
     assert gone(int(out.stdout))
 
@@ -353,7 +415,7 @@ def test_a_slow_sink_applies_backpressure(run: Runner[Outcome], make_tool: MakeT
 
 
 def test_a_failing_sink_propagates_and_kills_the_group(run: Runner[None], make_tool: MakeTool) -> None:
-    tool = make_tool("sh -c 'sleep 300 & echo $!; wait'")
+    tool = make_tool(f"sh -c '{SLEEPER} wait'")
 
     class ClientGone(Exception):
         pass
@@ -370,6 +432,158 @@ def test_a_failing_sink_propagates_and_kills_the_group(run: Runner[None], make_t
 
     run(main())
     assert gone(int(seen[0]))
+
+
+# ---------------------------------------------------------------- daemons, and the server's death
+
+DAEMON = """\
+#!/bin/sh
+# daemon.sh FIFO TOKEN: say my host pid through FIFO, then sleep with TOKEN in my argv
+read p _ < /proc/self/stat
+echo "$p" > "$1"
+exec sleep "300.$2"
+"""
+DOUBLE_FORK = """\
+import os, sys
+# the classic daemon: fork, setsid, fork again, the middle one exits
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", *sys.argv[1:]])
+    os._exit(0)
+os.wait()
+"""
+# Each variant gets $0 = daemon.sh, $1 = a FIFO, $2 = the token; it starts the daemon, which says its pid
+# through the FIFO; the tool prints that pid and exits. "open" variants keep the call's stdout open.
+DAEMONS = {
+    "setsid, stdout closed": 'setsid sh "$0" "$1" "$2" > /dev/null 2>&1 &',
+    "setsid, stdout open": 'setsid sh "$0" "$1" "$2" &',
+    "setsid --fork, stdout open": 'setsid --fork sh "$0" "$1" "$2"',
+    "double fork with setsid, stdout open": f'{sys.executable} "${{0%.sh}}.py" "$0" "$1" "$2"',
+    "nohup": 'nohup sh "$0" "$1" "$2" > /dev/null 2>&1 &',
+    "disown, stdout open": 'bash -c \'sh "$0" "$1" "$2" & disown\' "$0" "$1" "$2"',
+    "own process group, stdout open": 'bash -c \'set -m; sh "$0" "$1" "$2" &\' "$0" "$1" "$2"',
+}
+
+
+@pytest.mark.parametrize("variant", list(DAEMONS))
+def test_no_daemon_outlives_its_call(run: Runner[Outcome], shell: ShellExecutor, make_tool: MakeTool,
+                                     tmp_path: Path, variant: str) -> None:
+    """Issue 5: a tool that daemonizes (setsid and forks) escaped the group kill, and one that kept stdout
+    open held the call until its deadline. Now each is gone when the call returns, and the call is prompt."""
+    assert shell.containment.namespaced, shell.containment.reason
+    script = tmp_path / "daemon.sh"
+    script.write_text(DAEMON)
+    script.with_suffix(".py").write_text(DOUBLE_FORK)
+    fifo = tmp_path / "said"
+    os.mkfifo(fifo)
+    token = new_token()
+    start = DAEMONS[variant]
+    command = start + ("" if start.endswith("&") else ";") + ' read p < "$1"; echo "$p"'
+    tool = make_tool(f"sh -c {shlex.quote(command)} {script} {fifo} {token}", timeout_ms=20000)
+    started = time.monotonic()
+    try:
+        out = run(shell.run(tool, {}, deadline=soon(20)))
+        took = time.monotonic() - started
+        assert out.ok and not out.timed_out, (out.error, out.stderr)
+        assert took < 10, f"the call waited {took:.1f} s for a daemon's stdout"
+        daemon = int(out.stdout)
+        assert not alive_holding(daemon, token), f"{variant}: pid {daemon} outlived its call"
+        assert holding(token) == []
+    finally:
+        kill_holding(token)
+
+
+def kill_holding(token: str) -> None:
+    """Clean up after a failure: SIGKILL only processes marked with this test's own token."""
+    for pid in holding(token, (os.getpid(),)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_an_exec_failure_inside_the_namespace_reads_as_before(run: Runner[Outcome], make_tool: MakeTool,
+                                                              tmp_path: Path) -> None:
+    """The program is exec'd by _reaper's child, not by Popen: its errno still becomes 127/126 in words."""
+    missing = run(SHELL.run(make_tool("no-such-program-here --x"), {}, deadline=soon()))
+    assert missing.exit_code == 127 and "program not found: 'no-such-program-here'" in missing.error
+    script = tmp_path / "noexec.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    denied = run(SHELL.run(make_tool(str(script)), {}, deadline=soon()))
+    assert denied.exit_code == 126 and "cannot start" in denied.error and "Permission denied" in denied.error
+    assert denied.stderr == b"" and missing.stderr == b""
+
+
+def test_tools_see_their_own_namespace(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    """The tool is pid 2 (pid 1 is _reaper's init), so a tool's own signals to itself work as before."""
+    out = run(SHELL.run(make_tool("sh -c 'echo $$ $PPID'"), {}, deadline=soon()))
+    assert out.stdout == b"2 1\n"
+    code = run(SHELL.run(make_tool("sh -c 'exit 42'"), {}, deadline=soon()))
+    assert code.exit_code == 42 and code.error == "exit status 42"
+
+
+def test_the_fallback_is_the_process_group_and_says_why(run: Runner[Outcome], make_tool: MakeTool,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """Where the kernel refuses a namespace (here: chosen by BITONG_CONTAINMENT=group), a warning says so
+    and the process group is still killed at the deadline."""
+    monkeypatch.setenv(reaper.ENV, "group")
+    reaper.containment.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="bitong.executors"):
+            box = reaper.containment()
+    finally:
+        reaper.containment.cache_clear()
+    assert box == Containment("group", f"{reaper.ENV}=group")
+    assert "process group only" in caplog.text and "setsid" in caplog.text
+    grouped = ShellExecutor(containment=box)
+    out = run(grouped.run(make_tool(f"sh -c '{HOST_PID}; {SLEEPER} wait'"), {}, deadline=time.monotonic() + 0.5))
+    assert out.timed_out and "the process group was killed" in out.error
+    leader, sleeper = map(int, out.stdout.split())
+    assert gone(sleeper) and gone(leader)
+    assert run(grouped.run(make_tool("echo $$"), {}, deadline=soon())).stdout == b"$$\n"
+
+
+def test_the_probe_says_what_the_kernel_allows() -> None:
+    assert reaper.containment().mode in ("pid", "user+pid"), reaper.containment().reason
+    done = subprocess.run([reaper.REAPER, "--probe"], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0 and done.stdout.strip() == reaper.containment().mode
+
+
+SERVER_KILLED_CMD = ("setsid sh -c 'exec sleep 300.{t}' & sleep 300.{t} & "
+                     "sh -c 'exec sleep 300.{t}' > /dev/null & echo started; exec sleep 300.{t}")
+
+
+def test_tools_die_with_a_server_killed_by_sigkill(tools_root: Path, tmp_path: Path) -> None:
+    """Issue 5: SIGKILL of the server orphaned every tool in flight. Now _reaper dies with it (PDEATHSIG),
+    and its namespace, daemons included, with _reaper."""
+    sock = tmp_path / "bitong.sock"
+    token = new_token()
+    server = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--tools", str(tools_root),
+                               "--listen", f"unix:{sock}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client: subprocess.Popen[str] | None = None
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        client = subprocess.Popen([sys.executable, "-m", "agent", "call", "--server", f"unix:{sock}", "shell-exec",
+                                   "cmd=" + SERVER_KILLED_CMD.format(t=token)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        mine = (client.pid,)
+        # the setsid'd daemon, the background sleeper, the quiet one, the tool itself (and _reaper)
+        assert wait_for(lambda: len(holding(token, mine)) >= 4, within=20), holding(token, mine)
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        assert wait_for(lambda: holding(token, mine) == [], within=10), \
+            f"tool processes outlived the server: {holding(token, mine)}"
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if client is not None:
+            client.kill()
+            client.wait()
+        kill_holding(token)
 
 
 # ---------------------------------------------------------------- the registry
