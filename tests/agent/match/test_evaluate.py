@@ -10,10 +10,10 @@ import sys
 import pytest
 from parser import parse
 
-from agent.evaluate import EvalError, evaluate, parse_queries, read_queries
-from agent.matcher import Index
+from agent.match.evaluate import EvalError, evaluate, parse_queries, read_queries
+from agent.match import Index
 
-SCORER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "eval", "score_match.py")
+SCORER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "eval", "score_match.py")
 
 
 def tool(name: str, display: str, intent: str) -> object:
