@@ -160,12 +160,13 @@ _PATH = re.compile(r"(?<![\w.])(?:~|\.{1,2})?(?:/[\w.@%+=:,-]+)+/?")
 _IP = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.])")
 _DOTTED = re.compile(r"(?<![\w/.-])[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w/-])")
 _VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?:[-+][\w.]+)?(?![\w.])")
+_CODE = re.compile(r"`[^`\n]{1,500}`")  # a command line or code, spelled out
 _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|「([^」]{1,200})」|'([^'\s][^']{0,199})'")
 # Top-level domains: a dotted name ending in one is a host, otherwise a file name.
 _TLDS = frozenset("com org net io cn dev app local internal lan cloud co uk de jp ru fr top xyz info biz gov edu "
                   "mil int me tv cc ai site online tech store example test localhost svc cluster corp home arpa".split())
 VALUE_WEIGHT = 0.15   # a word inside a value (a path's folder, a file's stem)
-SLOT_WEIGHT = 0.3     # the slot term itself
+SLOT_WEIGHT = 0.6     # the slot term itself: a request that hands a path wants a tool that takes one
 
 
 def _values(t: str, out: Terms) -> str:
@@ -203,6 +204,7 @@ def _values(t: str, out: Terms) -> str:
         _add(out, "p:text", SLOT_WEIGHT)
         return m.group()  # quoted words still count (they often name the thing), at their own weight
 
+    t = _CODE.sub(slot("cmdline"), t)
     t = _URL.sub(slot("url"), t)
     t = _EMAIL.sub(slot("email"), t)
     t = _IP.sub(slot("host"), t)

@@ -38,8 +38,8 @@ PRIOR_STRENGTH = 4.0
 # Features whose raw values are small (differences of cosines): scaled so the prior pulls them alike.
 _SCALE = {"gap": 20.0, "ng_sem": 20.0}
 _SIGN = {"ng_lex": -1.0, "ng_sem": -1.0}
-SEMANTIC_FEATURES = ("share", "lgap", "kw", "ng_lex", "z", "gap", "ng_sem", "ref")
-LEXICAL_FEATURES = ("share", "lgap", "kw", "ng_lex", "ref")
+SEMANTIC_FEATURES = ("share", "wshare", "lrank", "lgap", "kw", "ng_lex", "z", "gap", "srank", "ng_sem", "ref")
+LEXICAL_FEATURES = ("share", "wshare", "lrank", "lgap", "kw", "ng_lex", "ref")
 
 
 def _row(e: Mapping[str, float], names: Sequence[str]) -> list[float]:
@@ -47,7 +47,7 @@ def _row(e: Mapping[str, float], names: Sequence[str]) -> list[float]:
 
 
 def fit(rows: list[list[float]], labels: list[int], prior: Mapping[str, float], names: Sequence[str],
-        strength: float = PRIOR_STRENGTH) -> dict[str, float]:
+        strength: float | None = None) -> dict[str, float]:
     """Weights (in the index's raw units) of a class-balanced logistic regression with an L2 pull to ``prior``."""
     x = np.asarray(rows, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
@@ -56,15 +56,30 @@ def fit(rows: list[list[float]], labels: list[int], prior: Mapping[str, float], 
     sw = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * neg))
     theta0 = np.asarray([prior["bias"]] + [prior.get(f, 0.0) / _SCALE.get(f, 1.0) for f in names])
     theta = theta0.copy()
-    reg = np.full(len(theta), strength)
-    for _ in range(30):
-        z = np.clip(x @ theta, -30, 30)
-        p = 1.0 / (1.0 + np.exp(-z))
+    reg = np.full(len(theta), PRIOR_STRENGTH if strength is None else strength)
+
+    def loss(t: np.ndarray) -> float:
+        z = x @ t
+        return float(np.sum(sw * (np.logaddexp(0.0, z) - y * z)) + 0.5 * np.sum(reg * (t - theta0) ** 2))
+
+    current = loss(theta)
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ theta, -30, 30)))
         grad = x.T @ (sw * (p - y)) + reg * (theta - theta0)
         hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(reg)
         step = np.linalg.solve(hess, grad)
-        theta -= step
-        if float(np.abs(step).max()) < 1e-6:
+        t = 1.0
+        while t > 1e-4:  # damped Newton: never a step that makes the fit worse
+            candidate = theta - t * step
+            value = loss(candidate)
+            if value <= current:
+                break
+            t *= 0.5
+        else:
+            break
+        theta, improved = candidate, current - value
+        current = value
+        if improved < 1e-9:
             break
     out = {"bias": float(theta[0])}
     for i, f in enumerate(names, start=1):
@@ -122,6 +137,16 @@ def calibrate(index: Index, tools: Mapping[str, ToolDef]) -> Index:
         for n, v in zip(sample, emb.passages(texts)):
             hvecs[n] = v
 
+    if semantic and emb is not None:
+        # The registry's own requests as a background: each tool's mean similarity to them (see Calibration.hub).
+        background = [v for v, (_, _, kind) in zip(qvecs, asks) if v is not None and kind != "non_goal"]
+        if background:
+            names_with = [n for n in names if index.has_vectors(n)]
+            tool_vecs = np.stack([index.tool_vector(n) for n in names_with])
+            hubs = (np.stack(background) @ tool_vecs.T).mean(axis=0)
+            hub = {n: float(h) for n, h in zip(names_with, hubs)}
+            index = index.with_calibration(index.calibration._replace(hub=hub))
+
     def examples(sem: bool, feats: Sequence[str]) -> tuple[list[list[float]], list[int]]:
         rows: list[list[float]] = []
         labels: list[int] = []
@@ -161,6 +186,7 @@ def calibrate(index: Index, tools: Mapping[str, ToolDef]) -> Index:
     if semantic:
         rows, labels = examples(True, SEMANTIC_FEATURES)
         if sum(labels) >= 3:
-            full = Calibration(fit(rows, labels, SEMANTIC_WEIGHTS, SEMANTIC_FEATURES), samples=len(rows))
+            full = Calibration(fit(rows, labels, SEMANTIC_WEIGHTS, SEMANTIC_FEATURES), samples=len(rows),
+                               hub=index.calibration.hub)
     return index.with_calibration(full, lexical)
 

@@ -43,6 +43,7 @@ from bitong.v1.agent_pb2 import ToolDef
 
 from agent.match import _backend
 from agent.match.analysis import Terms, normalize, stem
+from agent.match.lexical import ALPHA, OOV_FACTOR
 from agent.match.semantic import DIM, Embedder, negation_stripped
 from agent.match.vocabulary import Vocabulary
 
@@ -97,6 +98,11 @@ class Calibration(NamedTuple):
     scale: float = 1.0
     shift: float = 0.0
     samples: int = 0
+    # Each tool's mean similarity to the registry's own requests (hubness): a
+    # tool written in the registry's main language is close to every request
+    # in it, one written in another language far from all. Half of it is
+    # taken off its similarity (CSLS), so a Chinese request finds an English tool.
+    hub: Mapping[str, float] = {}
 
 
 class ToolAnalysis(NamedTuple):
@@ -178,10 +184,11 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
         return an(text, concepts) if text else {}
 
     params: Terms = {}
+    slots: Terms = {}
     for pname in tool.params_schema:
         spec = tool.params_schema[pname]
         for slot in _slots(pname, spec):
-            params[slot] = 1.0
+            slots[slot] = 1.0
         for text in (pname.replace("_", " "), spec.description,
                      *(v.string_value for v in spec.enum if v.string_value)):
             for term, w in t(text).items():
@@ -191,7 +198,8 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
         for term, w in t(kw).items():
             keywords[term] = max(keywords.get(term, 0.0), w)
     fields = [("display", t(tool.display)), ("intent", t(tool.intent)), ("keywords", keywords),
-              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("why", t(tool.why)), ("params", params)]
+              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("why", t(tool.why)), ("params", params),
+              ("slots", slots)]
     weights = backend.presences(fields)
     strong = {term for term, p in weights.items() if p >= 0.3}
     non_goals = []
@@ -213,7 +221,7 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
                         kw_forms, tuple(non_goals), sem)
 
 
-_SLOT_NAMES = (("url", "url"), ("uri", "url"), ("endpoint", "url"), ("host", "host"), ("ip", "host"),
+_SLOT_NAMES = (("cmd", "cmdline"), ("command", "cmdline"), ("script", "cmdline"), ("url", "url"), ("uri", "url"), ("endpoint", "url"), ("host", "host"), ("ip", "host"),
                ("addr", "host"), ("domain", "host"), ("email", "email"), ("mail", "email"), ("version", "version"),
                ("path", "path"), ("dir", "path"), ("folder", "path"), ("file", "file"))
 
@@ -244,16 +252,17 @@ def _sigmoid(x: float) -> float:
 
 # The weights of the evidence, in logit units (see the module docstring and
 # README: Matching). Two sets: with the model, and lexical alone.
-SEMANTIC_WEIGHTS = {"bias": -5.0, "share": 5.0, "z": 0.9, "gap": 25.0, "lgap": 2.0, "kw": 1.0,
-                    "ng_lex": 8.0, "ng_sem": 40.0, "ref": 2.0}
-LEXICAL_WEIGHTS = {"bias": -3.2, "share": 8.0, "lgap": 3.0, "kw": 1.0, "ng_lex": 8.0, "ref": 2.0}
+SEMANTIC_WEIGHTS = {"bias": -5.0, "share": 5.0, "wshare": 1.0, "lrank": 0.5, "z": 0.9, "gap": 25.0, "srank": 0.5,
+                    "lgap": 2.0, "kw": 1.0, "ng_lex": 8.0, "ng_sem": 40.0, "ref": 2.0}
+LEXICAL_WEIGHTS = {"bias": -3.2, "share": 8.0, "wshare": 1.0, "lrank": 0.5, "lgap": 3.0, "kw": 1.0, "ng_lex": 8.0,
+                   "ref": 2.0}
 
 
 class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
     __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
-                 "_matrix", "_names", "_backend", "calibration", "lexical_calibration")
+                 "_matrix", "_names", "_hubs", "_backend", "calibration", "lexical_calibration")
 
     def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
                  postings: dict[str, dict[str, float]], embedder: Embedder | None,
@@ -269,6 +278,7 @@ class Index:
         self._backend = backend
         self._matrix: np.ndarray | None = None
         self._names: list[str] = []
+        self._hubs: np.ndarray | None = None
         self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
         self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
 
@@ -432,6 +442,13 @@ class Index:
             return []
         return [a for name, a in self._entries.items() if name not in self._vectors]
 
+    def has_vectors(self, name: str) -> bool:
+        return name in self._vectors
+
+    def tool_vector(self, name: str) -> np.ndarray:
+        """The embedding of a tool's text (KeyError before its vectors are in)."""
+        return self._vectors[name][0]
+
     def analysis(self, name: str) -> ToolAnalysis | None:
         return self._entries.get(name)
 
@@ -453,6 +470,19 @@ class Index:
             self._matrix = (np.stack([self._vectors[n][0] for n in names]) if names
                             else np.zeros((0, DIM), dtype=np.float32))
         return self._matrix, self._names
+
+    def _hub_vector(self, names: list[str], hub: Mapping[str, float]) -> np.ndarray:
+        if self._hubs is None or len(self._hubs) != len(names):
+            default = float(np.mean(list(hub.values()))) if hub else 0.0
+            self._hubs = np.asarray([hub.get(n, default) for n in names], dtype=np.float32)
+        return self._hubs
+
+    def _cos(self, name: str, vec: np.ndarray, qv: np.ndarray) -> float:
+        hub = self.calibration.hub
+        c = float(vec @ qv)
+        if hub:
+            c -= 0.5 * hub.get(name, float(np.mean(list(hub.values()))))
+        return c
 
     def match(self, intent: str, top_k: int = 3, *, threshold: float | None = None,
               semantic: bool = True) -> MatchResult:
@@ -483,6 +513,16 @@ class Index:
         vocab = self._vocabulary
         q = self._backend.terms(intent, vocab.concepts if vocab is not None else None)
         acc, total, matched, missing = self._backend.accumulate(q, self._postings, n)
+        gone = exclude or (held_out[0].name if held_out is not None else "")
+        if gone:
+            # A registry without that tool (or that field) would not know the
+            # words only it has: they count as unknown, as a real request's do.
+            oov = self._backend.idf(n, 0) * OOV_FACTOR
+            for term, qw in q.items():
+                plist = self._postings.get(term)
+                if plist is not None and len(plist) == 1 and gone in plist and (
+                        exclude or term not in held_out[0].weights):  # type: ignore[index]
+                    total += qw * (oov - self._backend.idf(n, 1))
         if exclude:
             acc.pop(exclude, None)
         if held_out is not None:
@@ -499,6 +539,20 @@ class Index:
             matched[ho.name] = terms
         share = {name: mass / total for name, mass in acc.items()}
         lex_top = sorted(share, key=share.__getitem__, reverse=True)[:_CANDIDATES]
+        lex_rank = {name: i for i, name in enumerate(lex_top)}
+        # The same share over the request's words alone (English words, Chinese
+        # words, concepts, values): bigram and character noise left out.
+        idf = self._backend.idf
+        oov_idf = idf(n, 0) * OOV_FACTOR
+        word_total = ALPHA
+        word_terms: list[tuple[str, float]] = []
+        for term, qw in q.items():
+            if term[0] in "wzcp":
+                plist = self._postings.get(term)
+                weight = qw * (idf(n, len(plist)) if plist else oov_idf)
+                word_total += weight
+                if plist:
+                    word_terms.append((term, weight))
 
         use_sem = semantic and self.semantic_ready and self._embedder is not None and bool(intent.strip())
         cos: dict[str, float] = {}
@@ -509,6 +563,9 @@ class Index:
             qv = query_vector if query_vector is not None else self._embedder.query(intent)
             matrix, names = self._matrix_names()
             sims = matrix @ qv
+            hub = self.calibration.hub
+            if hub:
+                sims = sims - 0.5 * self._hub_vector(names, hub)
             m = len(names)
             mu_q = float(sims.mean())
             var_q = float(sims.var())
@@ -519,11 +576,12 @@ class Index:
                 cos[names[int(i)]] = float(sims[int(i)])
             for name in lex_top:
                 if name not in cos and name in self._vectors:
-                    cos[name] = float(self._vectors[name][0] @ qv)
+                    cos[name] = self._cos(name, self._vectors[name][0], qv)
             cos.pop(exclude, None)
             if held_out is not None:
-                cos[held_out[0].name] = float(held_out[1] @ qv)
+                cos[held_out[0].name] = self._cos(held_out[0].name, held_out[1], qv)
         candidates = [c for c in dict.fromkeys([*lex_top, *cos]) if c != exclude]
+        sem_rank = {name: i for i, name in enumerate(sorted(cos, key=cos.__getitem__, reverse=True))}
         if not candidates:
             return [], missing
 
@@ -559,24 +617,35 @@ class Index:
                     frac = mass / total
                     if frac > ng_lex:
                         ng_lex, ng_line = frac, i
-            e = {"share": s, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
-            logit = w["bias"] + w["share"] * s + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex
+            wmass = 0.0
+            for term, weight in word_terms:
+                p = self._postings[term].get(name)
+                if p:
+                    wmass += weight * p
+            if held_out is not None and name == held_out[0].name:
+                wmass = sum(weight * held_out[0].weights.get(term, 0.0) for term, weight in word_terms)
+            wshare = wmass / word_total
+            lrank = 1.0 / (1.0 + lex_rank.get(name, _CANDIDATES))
+            e = {"share": s, "wshare": wshare, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
+            logit = (w["bias"] + w["share"] * s + w.get("wshare", 0.0) * wshare + w.get("lrank", 0.0) * lrank
+                     + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex)
             if use_sem and qv is not None:
                 c = cos.get(name)
                 if c is None:
-                    c = float(self._vectors[name][0] @ qv) if name in self._vectors else mu
+                    c = self._cos(name, self._vectors[name][0], qv) if name in self._vectors else mu
                 z = (c - mu) / max(sigma, 0.02)
                 other_c = best_cos[1] if c == best_cos[0] and len(best_cos) > 1 else best_cos[0]
                 gap = max(-0.05, min(0.05, c - other_c))
                 vecs = self._vectors.get(name, ())
                 if len(vecs) > 1:
-                    ng_cos = vecs[1:] @ qv
+                    ng_cos = vecs[1:] @ qv - 0.5 * self.calibration.hub.get(name, 0.0)
                     j = int(np.argmax(ng_cos))
                     ng_sem = max(0.0, float(ng_cos[j]) - c)
                     if ng_sem > 0 and ng_line < 0:
                         ng_line = j
-                e.update(cos=c, z=z, gap=gap, ng_sem=ng_sem)
-                logit += w["z"] * z + w["gap"] * gap - w["ng_sem"] * ng_sem
+                srank = 1.0 / (1.0 + sem_rank.get(name, _CANDIDATES))
+                e.update(cos=c, z=z, gap=gap, ng_sem=ng_sem, srank=srank)
+                logit += w["z"] * z + w["gap"] * gap - w["ng_sem"] * ng_sem + w.get("srank", 0.0) * srank
             push = max(ng_lex / 0.1, ng_sem / 0.01)
             if ng_line >= 0 and push >= 1.0:
                 ref = a.non_goals[ng_line][1]

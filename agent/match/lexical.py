@@ -27,7 +27,9 @@ import math
 __all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "accumulate", "idf", "presences"]
 
 # Fields of a tool and how much one occurrence of a term in them counts.
-FIELD_WEIGHT = {"display": 1.5, "keywords": 1.5, "intent": 1.2, "name": 1.0, "why": 0.5, "params": 0.4}
+# ``slots`` are the kinds of value the parameters take (p:path, p:url ...).
+FIELD_WEIGHT = {"display": 1.5, "keywords": 1.5, "intent": 1.2, "name": 1.0, "why": 0.5, "params": 0.4,
+                "slots": 1.2}
 K1 = 1.2
 B = 0.3
 REF_LEN = 40.0     # a fixed reference length: updates never have to re-saturate other tools
