@@ -11,6 +11,9 @@ import asyncio
 import logging
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -385,3 +388,39 @@ def test_log_text_escapes_controls_and_cuts_long_text() -> None:
     assert log_text("a\nb\tc\\d\x1b[31m\x85") == "a\\nb\\tc\\\\d\\x1b[31m\\x85"
     assert log_text("调用") == "调用"
     assert log_text("y" * 300) == "y" * 200 + "…(300 chars)"
+
+
+# ---------------------------------------------------------------- bitong serve options
+
+
+def test_bitong_serve_takes_the_limits_as_options(tools_root: Path, tmp_path: Path) -> None:
+    sock = tmp_path / "opts.sock"
+    server = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--tools", str(tools_root),
+                               "--listen", f"unix:{sock}", "--max-intent-bytes", "100", "--max-params", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        with grpc.insecure_channel(f"unix:{sock}") as channel:
+            stub = pb_grpc.ToolAgentStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Match(pb.MatchRequest(intent="x" * 101), timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "max_intent_bytes 100" in caught.value.details()
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.Call(request("shell-exec", cmd="true", cwd=".", extra=1), timeout=10)
+            assert caught.value.details() == "3 parameters; the limit is max_params 2"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_a_limit_that_is_not_a_positive_integer_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agent", "serve", "--listen", f"unix:{tmp_path}/x.sock",
+                           "--max-in-flight", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "limit max_in_flight must be a positive integer, not 0" in done.stderr
