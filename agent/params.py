@@ -229,8 +229,8 @@ def coerce(type_: str, value: Any) -> Any:
     if type_ == "string":
         if isinstance(value, str):
             return value
-        if isinstance(value, int) and not isinstance(value, bool) and len(_show(value)) < 60:
-            return str(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 1024:
+            return str(value)   # (a longer int may have no decimal text: Python's int-to-text limit)
         if isinstance(value, float) and math.isfinite(value):
             return str(_tidy(value))
         raise InvalidValue(f"expected text; got {_kind(value)} {_show(value)}")
