@@ -70,9 +70,21 @@ def check(tool: Any, params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             continue
         if "path" not in tool.params_schema[param].normalize:
             continue
-        if not allowed(value, patterns):
-            problems.append((param, _outside(value, name, patterns)))
+        try:
+            inside = allowed(value, patterns)
+            why = "" if inside else _outside(value, name, patterns)
+        except (OSError, ValueError) as exc:
+            # realpath raced a symlink being swapped, or met a path it cannot read: outside, in words
+            why = f"{value!r} cannot be resolved to check it against this tool's {name} ({_reason(exc)})"
+        if why:
+            problems.append((param, why))
     return tuple(problems)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
 
 
 def lists_from_env(env: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...] | None]:
@@ -109,9 +121,15 @@ def require(path: str, kind: str, param: str = "path") -> str:
     if patterns is None:
         raise PermissionError(f"{param}: no allow-list was given ({ENV[name]} is not set): refusing to touch "
                               f"{path!r}; run this handler through bitong, or set {ENV[name]}")
-    if patterns and not allowed(path, patterns):
-        raise PermissionError(f"{param}: {_outside(path, name, patterns)}")
-    return os.path.realpath(os.path.expanduser(path))
+    try:
+        inside = not patterns or allowed(path, patterns)
+        why = "" if inside else _outside(path, name, patterns)
+        real = os.path.realpath(os.path.expanduser(path))
+    except (OSError, ValueError) as exc:
+        why = f"{path!r} cannot be resolved to check it against {name} ({_reason(exc)})"
+    if why:
+        raise PermissionError(f"{param}: {why}")
+    return real
 
 
 def _outside(path: str, name: str, patterns: Sequence[str]) -> str:

@@ -304,12 +304,44 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _limits(args: argparse.Namespace) -> Any:
+    """The serve command's --max-* options as Limits (each unset one keeps its default)."""
+    import dataclasses
+
+    from .service import Limits
+
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)
+             if getattr(args, f.name, None) is not None}
+    try:
+        return Limits(**given)
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
     _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
-               embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace, state_path=args.state))
+               embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
+               state_path=args.state, limits=_limits(args)))
     return 0
+
+
+# (option, Limits field, help); kept here so `bitong serve --help` needs no grpc import
+_LIMIT_OPTIONS = (
+    ("--max-intent-bytes", "max_intent_bytes", "longest Match intent in UTF-8 bytes (default 4096)"),
+    ("--max-params", "max_params", "most parameters in one call (default 64)"),
+    ("--max-params-bytes", "max_params_bytes", "largest parameters of one call in bytes (default 4194304)"),
+    ("--max-params-depth", "max_params_depth", "deepest nesting of lists/objects in parameters (default 32)"),
+    ("--max-in-flight", "max_in_flight", "calls running at once, all tools (default 16)"),
+    ("--max-in-flight-per-tool", "max_in_flight_per_tool", "calls running at once, one tool (default 8)"),
+    ("--max-queued", "max_queued", "calls waiting for a slot before RESOURCE_EXHAUSTED (default 64)"),
+    ("--max-pending-confirmations", "max_pending_confirmations",
+     "confirm tokens pending at once; the oldest is dropped past it (default 1024)"),
+    ("--match-workers", "match_workers", "threads that run Match off the event loop (default 2)"),
+    ("--max-match-queued", "max_match_queued", "Matches running or waiting before RESOURCE_EXHAUSTED (default 32)"),
+)
 
 
 # ---------------------------------------------------------------- arguments
@@ -346,6 +378,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, default=30.0, help="how long SIGTERM waits for calls in flight (s)")
     p.add_argument("--state", metavar="FILE", default=None,
                    help="keep the registry snapshot here, so a restart re-reads only what changed")
+    for option, dest, text in _LIMIT_OPTIONS:
+        p.add_argument(option, dest=dest, type=int, default=None, metavar="N", help=text)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("match", parents=[common], help="intent to the best 1-3 tools")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_number", "scan_number", "NUMERAL_CHARS"]
+__all__ = ["parse_number", "scan_number", "NUMERAL_CHARS", "MAX_NUMERAL_CHARS"]
 
 _DIGITS: dict[str, int] = {
     "零": 0, "〇": 0, "○": 0, "洞": 0,
@@ -41,6 +41,10 @@ NUMERAL_CHARS = frozenset(_DIGITS) | frozenset(_SMALL_UNITS) | frozenset(_BIG_UN
 """Every character that can be part of a Chinese numeral (the decimal point aside)."""
 
 _ARABIC = re.compile(r"[0-9０-９]+(?:[.．][0-9０-９]+)?")
+
+MAX_NUMERAL_CHARS = 40
+"""A run of numeral characters longer than this is not a number anyone says: it is refused,
+which keeps reading linear (no give-back loop over a long run, no 5,000-digit int)."""
 
 
 def _chinese_integer(text: str) -> int | None:
@@ -123,6 +127,8 @@ def scan_number(text: str, pos: int) -> tuple[int | float | None, int]:
     end = pos
     while end < len(text) and text[end] in NUMERAL_CHARS:
         end += 1
+        if end - pos > MAX_NUMERAL_CHARS:
+            return None, pos
     if end == pos:
         return None, pos
     # Give back trailing characters until the run reads as a numeral (rare: 二三十).
@@ -137,6 +143,8 @@ def scan_number(text: str, pos: int) -> tuple[int | float | None, int]:
         frac_end = end + 1
         while frac_end < len(text) and text[frac_end] in _DIGITS:
             frac_end += 1
+            if frac_end - end > MAX_NUMERAL_CHARS:
+                return None, pos
         fraction = "".join(str(_DIGITS[ch]) for ch in text[end + 1:frac_end])
         return _tidy(float(f"{whole}.{fraction}")), frac_end
     return whole, end

@@ -203,6 +203,7 @@ def _same(a: Any, b: Any) -> bool:
 # ---------------------------------------------------------------- coercion
 
 _INT_TEXT = re.compile(r"[+-]?\d+")
+_MAX_INT_DIGITS = 4000   # below sys.get_int_max_str_digits()'s default 4300, so int(text) cannot refuse
 _FLOAT_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 TRUE_WORDS = frozenset({"true", "yes", "y", "on", "1", "t", "是", "是的", "对", "對", "真", "开", "開", "开启", "要",
@@ -224,7 +225,9 @@ def coerce(type_: str, value: Any) -> Any:
     if type_ == "string":
         if isinstance(value, str):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 1024:
+            return str(value)   # (a longer int may have no decimal text: Python's int-to-text limit)
+        if isinstance(value, float) and math.isfinite(value):
             return str(_tidy(value))
         raise InvalidValue(f"expected text; got {_kind(value)} {_show(value)}")
     if type_ == "integer":
@@ -239,6 +242,9 @@ def coerce(type_: str, value: Any) -> Any:
         if isinstance(value, str):
             text = value.strip()
             if _INT_TEXT.fullmatch(text):
+                if len(text.lstrip("+-")) > _MAX_INT_DIGITS:   # Python's int-from-text limit: say so, never raise
+                    raise InvalidValue(f"expected an integer (e.g. 20); got one with {len(text.lstrip('+-'))} "
+                                       f"digits (at most {_MAX_INT_DIGITS})")
                 return int(text)
             if _FLOAT_TEXT.fullmatch(text):
                 number = float(text)
@@ -250,9 +256,10 @@ def coerce(type_: str, value: Any) -> Any:
         if isinstance(value, bool):
             raise InvalidValue(f"expected a number (e.g. 1.5); got the boolean {_show(value)}")
         if isinstance(value, (int, float)):
-            if isinstance(value, float) and not math.isfinite(value):
+            number = _finite(value)
+            if number is None:
                 raise InvalidValue(f"expected a finite number; got {_show(value)}")
-            return float(value)
+            return number
         if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
             number = float(value.strip())
             if math.isfinite(number):
@@ -346,10 +353,16 @@ def _duration(unit_table: dict[str, float], base: str, examples: str, rounding: 
         if isinstance(value, bool):
             raise InvalidValue(f"expected a duration in {base}, e.g. {examples}; got the boolean {_show(value)}")
         if isinstance(value, (int, float)):
-            return _tidy(float(value))
+            amount = _finite(value)
+            if amount is None:
+                raise InvalidValue(f"expected a finite duration in {base}, e.g. {examples}; got {_show(value)}")
+            return _tidy(amount)
         if isinstance(value, str):
             amount = parse_duration(value, unit_table)
             if amount is not None:
+                if not math.isfinite(amount):   # "1e400天", 400 nines: no duration is that long
+                    raise InvalidValue(f"expected a finite duration in {base}, e.g. {examples}; "
+                                       f"got {_show(value)}, which is too large")
                 return _tidy(float(math.floor(amount + 0.5))) if rounding else _tidy(round(amount, 6))
         raise InvalidValue(f"expected a duration in {base}, e.g. {examples}; got {_show(value)}")
     return read
@@ -400,15 +413,22 @@ def parse_duration(text: str, units: dict[str, float]) -> float | None:
     a bare number (already in the base unit) and ISO 8601 ("PT1H30M").
     """
     s = text.strip().lower()
+    # Strip by index: slicing the text once per word stripped would be quadratic in its length.
+    lo, hi = 0, len(s)
     changed = True
-    while changed and s:
+    while changed and lo < hi:
         changed = False
         for p in _PREFIXES:
-            if s.startswith(p):
-                s, changed = s[len(p):].strip(), True
+            if s.startswith(p, lo, hi):
+                lo, changed = lo + len(p), True
+                while lo < hi and s[lo].isspace():
+                    lo += 1
         for x in _SUFFIXES:
-            if s.endswith(x):
-                s, changed = s[: -len(x)].strip(), True
+            if hi - lo >= len(x) and s.endswith(x, lo, hi):
+                hi, changed = hi - len(x), True
+                while hi > lo and s[hi - 1].isspace():
+                    hi -= 1
+    s = s[lo:hi]
     if not s:
         return None
     iso = _ISO.fullmatch(s)
@@ -444,15 +464,26 @@ def parse_duration(text: str, units: dict[str, float]) -> float | None:
         unit = next((w for w in words if s.startswith(w, pos) and _word_ends(s, pos + len(w), w)), None)
         if unit is None:
             if parts == 0 and pos >= len(s) and not half:
-                return float(amount)   # a bare number: already in the base unit
+                bare = _finite(amount)   # a bare number: already in the base unit
+                return math.inf if bare is None else bare
             return None
         pos += len(unit)
         size = units[unit]
         if pos < len(s) and s[pos] == _HALF and not half and not said_half:   # 一小时半, 两天半
             half, pos = 0.5, pos + 1
-        total += (float(amount) + half) * size
+        number = _finite(amount)
+        total += ((math.inf if number is None else number) + half) * size
         parts += 1
     return total if parts else None
+
+
+def _finite(value: int | float) -> float | None:
+    """``value`` as a finite float, or None (an int too large for a float, +Inf, NaN)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _word_ends(s: str, end: int, word: str) -> bool:
@@ -507,6 +538,9 @@ def _show(value: Any, limit: int = 60) -> str:
     """A value as JSON, shortened: it goes back to the caller inside a message."""
     try:
         text = json.dumps(_whole(value), ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(value)
+        except ValueError:   # an int past the int-to-text limit
+            text = f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
     return text if len(text) <= limit else text[: limit - 1] + "…"

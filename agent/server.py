@@ -7,13 +7,15 @@ and maps the gRPC deadline to the call's deadline; all logic lives there.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import signal
 import time
 from typing import Any, AsyncIterator, Sequence
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import struct_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -26,7 +28,7 @@ from .executors import Executors
 from .executors.base import STDOUT
 from .listen import DEFAULT_LISTEN, grpc_address
 from .registry import Registry
-from .service import ToolAgent
+from .service import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, ToolAgent
 
 __all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "Servicer", "Sidecar", "serve", "grpc_address"]
 
@@ -51,24 +53,79 @@ def _deadline(context: grpc.aio.ServicerContext) -> float | None:
     return time.monotonic() + remaining - min(_REPLY_MARGIN_S, remaining * 0.1)
 
 
-def _params(request: pb.CallRequest) -> dict[str, Any]:
-    return json_format.MessageToDict(request.params) if request.HasField("params") else {}
+def _params(request: pb.CallRequest, limits: Limits) -> dict[str, Any]:
+    """The Struct as plain Python, after its size is checked (LimitExceeded).
+
+    Not json_format.MessageToDict: that raises on +Inf/NaN (a Value can hold
+    them), which reached the caller as UNKNOWN; here they stay floats and the
+    schema check answers them in words.
+    """
+    if not request.HasField("params"):
+        return {}
+    fields = request.params.fields
+    if len(fields) > limits.max_params:
+        raise LimitExceeded(INVALID_ARGUMENT, f"{len(fields)} parameters; the limit is max_params "
+                                              f"{limits.max_params}")
+    size = request.params.ByteSize()
+    if size > limits.max_params_bytes:
+        raise LimitExceeded(INVALID_ARGUMENT, f"parameters are {size} bytes; the limit is max_params_bytes "
+                                              f"{limits.max_params_bytes}")
+    return {key: _value(value) for key, value in fields.items()}
+
+
+def _value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        return value.number_value   # a float, +Inf and NaN included: params.validate answers them in words
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return {k: _value(v) for k, v in value.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value(v) for v in value.list_value.values]
+    return None   # null_value, or no kind set
 
 
 class Servicer(pb_grpc.ToolAgentServicer):
-    def __init__(self, agent: ToolAgent) -> None:
+    """Match runs on a small thread pool (its CPU work must not stall other calls); Call on the loop."""
+
+    def __init__(self, agent: ToolAgent, match_pool: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
         self.agent = agent
+        self.limits = agent.limits
+        self.match_pool = match_pool or concurrent.futures.ThreadPoolExecutor(
+            self.limits.match_workers, thread_name_prefix="bitong-match")
+        self.matches = 0   # running or waiting for a thread
 
     async def Match(self, request: pb.MatchRequest, context: grpc.aio.ServicerContext) -> pb.MatchResponse:
-        return self.agent.match(request.intent, request.top_k, explain=request.explain)
+        try:
+            self.agent.check_intent(request.intent)   # before a thread or the index is touched
+            if self.matches >= self.limits.max_match_queued:
+                raise LimitExceeded(RESOURCE_EXHAUSTED, (
+                    f"too many Match requests: {self.matches} running or waiting (max_match_queued "
+                    f"{self.limits.max_match_queued}, match_workers {self.limits.match_workers}); try again later"))
+        except LimitExceeded as exc:
+            await _abort(context, exc)
+        self.matches += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.match_pool, functools.partial(
+                self.agent.match, request.intent, request.top_k, explain=request.explain))
+        finally:
+            self.matches -= 1
 
     async def ListTools(self, request: pb.ListToolsRequest,
                         context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
         return self.agent.list_tools()
 
     async def Call(self, request: pb.CallRequest, context: grpc.aio.ServicerContext) -> pb.CallResult:
-        return await self.agent.call(request.tool, _params(request), confirm_token=request.confirm_token,
-                                     deadline=_deadline(context))
+        try:
+            return await self.agent.call(request.tool, _params(request, self.limits),
+                                         confirm_token=request.confirm_token, deadline=_deadline(context))
+        except LimitExceeded as exc:
+            await _abort(context, exc)
+            raise   # not reached: abort raises
 
     async def StreamCall(self, request: pb.CallRequest,
                          context: grpc.aio.ServicerContext) -> AsyncIterator[pb.CallEvent]:
@@ -80,9 +137,19 @@ class Servicer(pb_grpc.ToolAgentServicer):
             event.chunk.data = data
             await context.write(event)
 
-        result = await self.agent.call(request.tool, _params(request), confirm_token=request.confirm_token,
-                                       deadline=_deadline(context), sink=sink)
+        try:
+            result = await self.agent.call(request.tool, _params(request, self.limits),
+                                           confirm_token=request.confirm_token, deadline=_deadline(context),
+                                           sink=sink)
+        except LimitExceeded as exc:
+            await _abort(context, exc)
+            raise   # not reached: abort raises
         await context.write(pb.CallEvent(result=result))
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: LimitExceeded) -> None:
+    """Answer with the limit's status code and message (raises, ending the RPC)."""
+    await context.abort(grpc.StatusCode[exc.code], exc.message)
 
 
 class Sidecar:
@@ -90,10 +157,12 @@ class Sidecar:
 
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
                  vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
-                 grace_s: float = 30.0, state_path: str | None = None) -> None:
+                 grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None) -> None:
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
-        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold)
+        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits)
+        self.match_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.servicer: Servicer | None = None
         self.listen = listen
         self.grace_s = grace_s
         self.server: grpc.aio.Server | None = None
@@ -105,7 +174,10 @@ class Sidecar:
         for err in snap.errors:
             log.error("%s", err)
         self.server = grpc.aio.server(options=_CHANNEL_OPTIONS)
-        pb_grpc.add_ToolAgentServicer_to_server(Servicer(self.agent), self.server)
+        self.match_pool = concurrent.futures.ThreadPoolExecutor(self.agent.limits.match_workers,
+                                                                thread_name_prefix="bitong-match")
+        self.servicer = Servicer(self.agent, self.match_pool)
+        pb_grpc.add_ToolAgentServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # reflection: grpcurl and other generic clients discover the contract without the .proto
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
@@ -131,6 +203,8 @@ class Sidecar:
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self.server is not None:
             await self.server.stop(self.grace_s if grace_s is None else grace_s)
+        if self.match_pool is not None:
+            self.match_pool.shutdown(wait=False, cancel_futures=True)
         await self.cache.stop()
 
 

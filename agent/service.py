@@ -11,6 +11,9 @@ executor from here (seed §3, first rule).
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import dataclasses
 import difflib
 import logging
 import time
@@ -25,28 +28,183 @@ from .executors import Executors
 from .executors.base import Outcome, Sink
 from .registry import Registry
 
-__all__ = ["ToolAgent", "DEFAULT_TOP_K", "MAX_TOP_K"]
+__all__ = ["ToolAgent", "Limits", "LimitExceeded", "Admission", "DEFAULT_TOP_K", "MAX_TOP_K", "log_text"]
 
 log = logging.getLogger("bitong.call")
 
 DEFAULT_TOP_K = 3
 MAX_TOP_K = 20
 
+INVALID_ARGUMENT = "INVALID_ARGUMENT"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the sidecar, so no caller can stall or exhaust it.
+
+    Defaults fit a 2-core machine: a call is mostly a child process the
+    sidecar waits on, a Match a few ms of CPU. Each is a ``bitong serve``
+    option (the field name with dashes) and a ``Sidecar``/``ToolAgent``
+    argument.
+    """
+
+    max_intent_bytes: int = 4096          # one Match intent, UTF-8
+    max_params: int = 64                  # top-level parameters of one call
+    max_params_bytes: int = 4 * 1024 * 1024   # all parameter text/values of one call
+    max_params_depth: int = 32            # lists/objects inside parameters
+    max_in_flight: int = 16               # calls running at once, all tools
+    max_in_flight_per_tool: int = 8       # calls running at once, one tool
+    max_queued: int = 64                  # calls waiting for a slot; beyond: RESOURCE_EXHAUSTED
+    max_pending_confirmations: int = 1024  # confirm tokens issued and not yet used or expired
+    match_workers: int = 2                # threads that run Match off the event loop
+    max_match_queued: int = 32            # Matches running or waiting; beyond: RESOURCE_EXHAUSTED
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"limit {field.name} must be a positive integer, not {value!r}")
+
+
+class LimitExceeded(Exception):
+    """A request past one of the :class:`Limits`; ``code`` is the gRPC status name to answer with."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def log_text(value: object, limit: int = 200) -> str:
+    """A caller-supplied string made safe for one log line: controls escaped, long text cut.
+
+    A tool or parameter name with a newline would otherwise write a line of
+    its own ("... INFO bitong.call: call shell-exec: FORGED").
+    """
+    text = value if isinstance(value, str) else str(value)
+    cut = len(text) > limit
+    if cut:
+        text = text[:limit]
+    text = text.translate(_LOG_ESCAPES)
+    return f"{text}…({len(value) if isinstance(value, str) else 0} chars)" if cut else text
+
+
+# C0 and C1 controls, DEL, the backslash itself and the Unicode line/paragraph separators.
+_LOG_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0))}
+_LOG_ESCAPES.update({ord("\\"): "\\\\", ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
+                     0x2028: "\\u2028", 0x2029: "\\u2029", 0x85: "\\x85"})
+
+
+class Admission:
+    """Slots for calls in flight: a global and a per-tool limit, and a bounded FIFO queue.
+
+    A call takes a slot when both limits have room and nobody queued before
+    it could take it; otherwise it waits in the queue (up to its deadline),
+    or, with the queue full, is refused with RESOURCE_EXHAUSTED. Plain
+    counters and futures, not asyncio.Semaphore, so one instance serves any
+    event loop it is used from.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.running = 0
+        self.per_tool: dict[str, int] = {}
+        self._queue: collections.deque[tuple[str, asyncio.Future[None]]] = collections.deque()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def _room(self, tool: str) -> bool:
+        return (self.running < self.limits.max_in_flight
+                and self.per_tool.get(tool, 0) < self.limits.max_in_flight_per_tool)
+
+    def _take(self, tool: str) -> None:
+        self.running += 1
+        self.per_tool[tool] = self.per_tool.get(tool, 0) + 1
+
+    async def enter(self, tool: str, deadline: float | None) -> bool:
+        """Take a slot for ``tool``; False when ``deadline`` (monotonic) passed first; raises LimitExceeded."""
+        if self._room(tool) and not any(t == tool for t, _ in self._queue):   # no overtaking in one tool
+            self._take(tool)
+            return True
+        if len(self._queue) >= self.limits.max_queued:
+            raise LimitExceeded(RESOURCE_EXHAUSTED, (
+                f"too many calls: {self.running} running (max_in_flight {self.limits.max_in_flight}, "
+                f"max_in_flight_per_tool {self.limits.max_in_flight_per_tool}) and {len(self._queue)} waiting "
+                f"(max_queued {self.limits.max_queued}); try again later"))
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (tool, waiter)
+        self._queue.append(entry)
+        try:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            return True
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            if waiter.done() and not waiter.cancelled():
+                self.leave(tool)   # the slot was handed over just as we gave up: pass it on
+            else:
+                waiter.cancel()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return False
+        finally:
+            try:
+                self._queue.remove(entry)
+            except ValueError:
+                pass
+
+    def leave(self, tool: str) -> None:
+        """Give the slot back and hand it to the first waiter that fits."""
+        self.running -= 1
+        left = self.per_tool.get(tool, 1) - 1
+        if left:
+            self.per_tool[tool] = left
+        else:
+            self.per_tool.pop(tool, None)
+        for entry in list(self._queue):
+            waiting_tool, waiter = entry
+            if waiter.done():
+                continue
+            if self._room(waiting_tool):
+                self._take(waiting_tool)
+                self._queue.remove(entry)
+                waiter.set_result(None)
+            if self.running >= self.limits.max_in_flight:
+                break
+
 
 class ToolAgent:
     """Match and Call over a registry's current snapshot."""
 
     def __init__(self, registry: Registry, *, executors: Executors | None = None,
-                 confirm: ConfirmBook | None = None, threshold: float | None = None) -> None:
+                 confirm: ConfirmBook | None = None, threshold: float | None = None,
+                 limits: Limits | None = None) -> None:
         self.registry = registry
         self.executors = executors or Executors()
-        self.confirm = confirm or ConfirmBook()
+        self.limits = limits or Limits()
+        self.confirm = confirm or ConfirmBook(max_pending=self.limits.max_pending_confirmations)
         self.threshold = threshold
+        self.admission = Admission(self.limits)
 
     # ------------------------------------------------------------ Match
 
+    def check_intent(self, intent: str) -> None:
+        """Refuse an intent past ``max_intent_bytes`` before the index sees it (LimitExceeded)."""
+        limit = self.limits.max_intent_bytes
+        # len(str) <= UTF-8 bytes <= 4 * len(str): only encode when the length alone cannot decide
+        if len(intent) > limit or (len(intent) * 4 > limit and len(intent.encode("utf-8", "replace")) > limit):
+            size = len(intent.encode("utf-8", "replace"))
+            raise LimitExceeded(INVALID_ARGUMENT, f"intent is {size} bytes; the limit is max_intent_bytes "
+                                                  f"{limit}: say what the tool should do in fewer words")
+
     def match(self, intent: str, top_k: int = 0, *, explain: bool = False) -> pb.MatchResponse:
-        """Match one intent. ``explain`` adds why (and, when not found, the near misses) for a tool author."""
+        """Match one intent; raises LimitExceeded for an intent past ``max_intent_bytes``.
+
+        ``explain`` adds why (and, when not found, the near misses) for a tool author.
+        """
+        self.check_intent(intent)
         snap = self.registry.snapshot
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
         result = snap.index.match(intent, k, threshold=self.threshold)
@@ -74,21 +232,65 @@ class ToolAgent:
 
     # ------------------------------------------------------------ Call
 
+    def check_params(self, raw_params: Mapping[str, Any]) -> None:
+        """Refuse params past ``max_params``/``max_params_bytes``/``max_params_depth`` (LimitExceeded).
+
+        Linear in the request and stops at the first limit passed, so a call
+        with 100,000 params costs microseconds, not seconds of validation.
+        """
+        lim = self.limits
+        if len(raw_params) > lim.max_params:
+            raise LimitExceeded(INVALID_ARGUMENT, f"{len(raw_params)} parameters; the limit is max_params "
+                                                  f"{lim.max_params}")
+        size = 0
+        stack: list[tuple[Any, int]] = [(raw_params, 0)]
+        while stack:
+            value, depth = stack.pop()
+            if isinstance(value, str):
+                size += len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
+            elif isinstance(value, Mapping):
+                if depth > lim.max_params_depth:
+                    raise LimitExceeded(INVALID_ARGUMENT, f"parameters nest deeper than max_params_depth "
+                                                          f"{lim.max_params_depth}")
+                for key, item in value.items():
+                    size += len(key) if isinstance(key, str) else 8
+                    stack.append((item, depth + 1))
+            elif isinstance(value, (list, tuple)):
+                if depth > lim.max_params_depth:
+                    raise LimitExceeded(INVALID_ARGUMENT, f"parameters nest deeper than max_params_depth "
+                                                          f"{lim.max_params_depth}")
+                stack.extend((item, depth + 1) for item in value)
+            else:
+                size += 8
+            if size > lim.max_params_bytes:
+                raise LimitExceeded(INVALID_ARGUMENT, f"parameters exceed max_params_bytes {lim.max_params_bytes}")
+
     async def call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str = "",
                    deadline: float | None = None, sink: Sink | None = None) -> pb.CallResult:
-        """Run one registered tool. ``deadline`` is the caller's, as a ``time.monotonic()`` instant."""
+        """Run one registered tool. ``deadline`` is the caller's, as a ``time.monotonic()`` instant.
+
+        Raises :class:`LimitExceeded` for params past the limits, or when the
+        calls in flight and the queue are full; every other failure is a result.
+        """
         started = time.monotonic()
+        self.check_params(raw_params)
         snap = self.registry.snapshot
         tool = snap.lookup(name)
         if tool is None:
-            close = difflib.get_close_matches(name, list(snap.tools), n=1)
+            # difflib on a huge name would cost seconds: no tool name is that long
+            close = difflib.get_close_matches(name, list(snap.tools), n=1) if len(name) <= 200 else []
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            log.info("call %s: not registered", name)
+            log.info("call %s: not registered", log_text(name))
             return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
                                  error=f"no tool named '{name}' is registered{hint}")
         result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor)
 
-        checked = params.validate(tool, raw_params)
+        try:
+            checked = params.validate(tool, raw_params)
+        except Exception as exc:   # validate never raises for bad input; a bug must still be a result
+            log.exception("call %s: validating the parameters failed", tool.name)
+            result.error = f"the parameters could not be checked ({type(exc).__name__}); nothing ran"
+            return result
         # A path outside the tool's allow-list is a bad parameter: refuse it
         # before any confirmation is asked for (the executor checks again).
         problems = [(p.param, p.message) for p in checked.errors]
@@ -101,7 +303,7 @@ class ToolAgent:
                 result.param_errors.add(param=param, message=message)
             names = ", ".join(param for param, _ in problems)
             result.error = f"{why}: {names}; nothing ran"
-            log.info("call %s: %s: %s", tool.name, why, names)
+            log.info("call %s: %s: %s", tool.name, why, log_text(names, limit=400))
             return result
 
         if tool.constraints.require_confirm:
@@ -117,19 +319,33 @@ class ToolAgent:
             why = self.confirm.check(confirm_token, tool.name, tool.content_sha256, checked.params)
             if why or not self.confirm.spend(confirm_token):
                 result.error = why or "confirm_token was already used"
-                log.info("call %s: confirmation refused (%s)", tool.name, result.error)
+                log.info("call %s: confirmation refused (%s)", tool.name, log_text(result.error, limit=400))
                 return result
 
-        tool_deadline = started + tool.constraints.timeout_ms / 1000.0
+        # The queue is bounded by the caller's deadline; the tool's timeout_ms counts from when it starts.
+        if not await self.admission.enter(tool.name, deadline):
+            waited_ms = int((time.monotonic() - started) * 1000)
+            result.timed_out = True
+            result.duration_ms = waited_ms
+            result.error = (f"timed out after {waited_ms} ms waiting for a free slot, at the caller's deadline "
+                            f"(max_in_flight "
+                            f"{self.limits.max_in_flight}, max_in_flight_per_tool "
+                            f"{self.limits.max_in_flight_per_tool}); nothing ran")
+            log.info("call %s: timed out in the queue", tool.name)
+            return result
+        tool_deadline = time.monotonic() + tool.constraints.timeout_ms / 1000.0
         effective = tool_deadline if deadline is None else min(deadline, tool_deadline)
-        outcome = await self.executors.run(tool, checked.params, deadline=effective, sink=sink)
+        try:
+            outcome = await self.executors.run(tool, checked.params, deadline=effective, sink=sink)
+        finally:
+            self.admission.leave(tool.name)
         _fill(result, outcome)
         if outcome.timed_out and deadline is not None and deadline < tool_deadline:
             result.error = (f"{result.error} (the caller's deadline, shorter than the tool's "
                             f"timeout_ms {tool.constraints.timeout_ms})").strip()
         log.info("call %s: ok=%s exit=%d timed_out=%s truncated=%s %dms params=[%s]", tool.name, outcome.ok,
                  outcome.exit_code, outcome.timed_out, outcome.truncated, outcome.duration_ms,
-                 ",".join(sorted(checked.params)))
+                 log_text(",".join(sorted(checked.params)), limit=400))
         return result
 
 

@@ -75,3 +75,64 @@ def test_require_refuses_without_lists_and_outside_them(monkeypatch: pytest.Monk
     assert allowlist.require(str(tmp_path / "x"), "read") == os.path.realpath(tmp_path / "x")
     with pytest.raises(PermissionError, match="path: '/etc/hosts' is outside this tool's fs_read_paths"):
         allowlist.require("/etc/hosts", "read")
+
+
+# ---------------------------------------------------------------- mutation-testing survivors (issue part 7)
+
+
+def test_path_params_after_a_non_path_param_are_still_checked() -> None:
+    reader = parse(TOOL.format(perms='{ fs_read: true, fs_read_paths: ["/srv/**"] }'))
+    # dict order puts the non-path param (and one the schema lacks) before the path param
+    got = allowlist.check(reader, {"note": "x", "stray": "/etc", "count": 3, "src": "/etc/shadow"})
+    assert [param for param, _ in got] == ["src"]
+
+
+@pytest.mark.parametrize("path, inside", [("/etc/hosts", True), ("/etc/hosts2", False), ("/etc", False),
+                                          ("/etc/./hosts", True)])
+def test_an_exact_path_pattern_allows_that_path_only(path: str, inside: bool) -> None:
+    assert allowlist.allowed(path, ["/etc/hosts"]) is inside
+
+
+def test_an_exact_pattern_is_resolved_like_the_path(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f").write_text("x")
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    assert allowlist.allowed(str(tmp_path / "real" / "f"), [str(tmp_path / "alias" / "f")])
+
+
+def test_a_tilde_in_a_pattern_is_the_home_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert allowlist.allowed(str(tmp_path / "notes" / "a.txt"), ["~/notes/**"])
+    assert allowlist.allowed(str(tmp_path / "todo.txt"), ["~/todo.txt"])
+    assert not allowlist.allowed("/etc/passwd", ["~/**"])
+
+
+def test_a_pattern_with_a_wildcard_in_its_first_segment() -> None:
+    assert allowlist.allowed("/tmp/x", ["/t*/**"])
+    assert not allowlist.allowed("/etc/x", ["/t*/**"])
+
+
+def test_an_unreadable_path_is_refused_in_words() -> None:
+    candidate = next((f"/proc/{pid}/cwd/x" for pid in ("1", str(os.getppid())) if _raises(f"/proc/{pid}/cwd/x")),
+                     None)
+    if candidate is None:
+        pytest.skip("no /proc link here makes realpath raise")
+    reader = parse(TOOL.format(perms='{ fs_read: true, fs_read_paths: ["/srv/**"] }'))
+    [(param, message)] = allowlist.check(reader, {"src": candidate})
+    assert param == "src" and "cannot be resolved to check it against this tool's fs_read_paths" in message
+
+
+def _raises(path: str) -> bool:
+    try:
+        os.path.realpath(path)
+    except OSError:
+        return True
+    return False
+
+
+def test_the_message_says_where_a_symlink_leads(tmp_path: Path) -> None:
+    (tmp_path / "door").symlink_to("/etc")
+    reader = parse(TOOL.format(perms=f'{{ fs_read: true, fs_read_paths: ["{tmp_path}/safe/**"] }}'))
+    [(_, message)] = allowlist.check(reader, {"src": str(tmp_path / "door" / "passwd")})
+    assert message == (f"'{tmp_path}/door/passwd' (it resolves to /etc/passwd) is outside this tool's "
+                       f"fs_read_paths: {tmp_path}/safe/**")

@@ -277,3 +277,126 @@ def test_public_surface() -> None:
         assert hasattr(params, name), name
     assert set(params.NORMALIZERS) >= {"trim", "lower", "upper", "path", "duration_minutes", "duration_days",
                                        "boolean"}
+
+
+# ---------------------------------------------------------------- never raises (issue part 4)
+
+import math  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+settings.register_profile("mutation", max_examples=60, deadline=None)
+settings.register_profile("default", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+_WORDS = st.sampled_from(["20", "二十分钟", "一" * 50, "亿" * 41, "9" * 400 + "天", "1e400天", "半", "个半小时",
+                          "in ", " later", "PT1H", "p" * 30, "是", "~", "~nobody/x", "/tmp/x", "\x00", "7" * 5000,
+                          "[1, 2]", '{"a": 1e999}', "NaN", "Infinity", "一点五", "两千五百万亿"])
+_TEXT = st.one_of(st.text(max_size=60), _WORDS, st.lists(_WORDS, max_size=4).map("".join))
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=10**300, max_value=10**400),
+                     st.floats(allow_nan=True, allow_infinity=True), _TEXT)
+JSON = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                    st.dictionaries(_TEXT, inner, max_size=4)), max_leaves=12)
+
+EVERYTHING = tool(
+    "s: { type: string, normalize: [trim, lower], min: 1, max: 30, enum: [a, b, \"1\"] }",
+    "p: { type: string, normalize: [trim, path] }",
+    "i: { type: integer, min: -5, max: 1000 }",
+    "n: { type: number, min: 0 }",
+    "b: { type: boolean, normalize: [boolean] }",
+    "m: { type: integer, normalize: [duration_minutes] }",
+    "d: { type: number, normalize: [duration_days], max: 36500 }",
+    "a: { type: array, min: 1, max: 3 }",
+    "o: { type: object }",
+    "u: { type: string, normalize: [upper], pattern: \"^[A-Z]+$\" }",
+)
+
+
+@given(st.dictionaries(st.sampled_from(["s", "p", "i", "n", "b", "m", "d", "a", "o", "u", "zz", "\n"]), JSON,
+                       max_size=8))
+def test_validate_never_raises_for_any_json_values(given_params: dict) -> None:
+    got = validate(EVERYTHING, given_params)
+    for problem in got.errors:
+        assert problem.param in given_params and problem.message
+    for name, value in got.params.items():   # what passes is of the declared type and finite
+        kind = EVERYTHING.params_schema[name].type
+        assert isinstance(value, {"string": str, "integer": int, "number": float, "boolean": bool,
+                                  "array": list, "object": dict}[kind])
+        if kind == "number":
+            assert math.isfinite(value)
+
+
+@pytest.mark.parametrize("spec, value, words", [
+    ("{ type: integer }", "7" * 5000, "got one with 5000 digits (at most 4000)"),
+    ("{ type: integer }", "-" + "7" * 4001, "got one with 4001 digits"),
+    ("{ type: number }", float("nan"), "expected a finite number; got NaN"),
+    ("{ type: number }", 10 ** 400, "expected a finite number; got 1000"),
+    ("{ type: number }", 10 ** 5000, "expected a finite number; got <an integer of about 5001 digits>"),
+    ("{ type: number }", float("-inf"), "expected a finite number; got -Infinity"),
+    ("{ type: integer, normalize: [duration_days] }", "9" * 400 + "天", "which is too large"),
+    ("{ type: integer, normalize: [duration_days] }", float("nan"), "expected a finite duration in days"),
+    ("{ type: integer, normalize: [duration_minutes] }", 10 ** 400, "expected a finite duration in minutes"),
+    ("{ type: integer, normalize: [duration_minutes] }", "一" * 41 + "分钟", "expected a duration in minutes"),
+    ("{ type: string }", 10 ** 5000, "expected text; got the number <an integer of about 5001 digits>"),
+], ids=lambda v: "a-huge-int" if isinstance(v, int) and v > 10 ** 300 else None)
+def test_values_past_pythons_limits_are_errors_in_words(spec: str, value: object, words: str) -> None:
+    assert words in error(spec, value)
+
+
+def test_integer_text_at_the_digit_limit_is_read() -> None:
+    assert one("{ type: integer }", "7" * 4000) == int("7" * 4000)
+    assert one("{ type: string }", 12345) == "12345"
+
+
+def test_parse_duration_is_linear_in_its_text() -> None:
+    """Stripping 'in ' one copy at a time was quadratic (minutes for 200,000 of them); now about a second."""
+    import time
+
+    text = "in " * 200_000 + "5 days"
+    t0 = time.perf_counter()
+    assert params.parse_duration(text, params.DAY_UNITS) == 5
+    assert params.parse_duration("一" * 100_000 + "天", params.DAY_UNITS) is None
+    assert time.perf_counter() - t0 < 10.0
+
+
+# ---------------------------------------------------------------- mutation-testing survivors (issue part 7)
+
+
+@pytest.mark.parametrize("rule", ["duration_minutes", "duration_days"])
+def test_booleans_are_refused_as_durations(rule: str) -> None:
+    msg = error(f"{{ type: integer, normalize: [{rule}] }}", True)
+    assert msg.startswith("expected a duration in") and msg.endswith("got the boolean true")
+    assert error(f"{{ type: integer, normalize: [{rule}] }}", False).endswith("got the boolean false")
+
+
+def test_infinity_is_refused_for_number() -> None:
+    assert error("{ type: number }", float("inf")) == "expected a finite number; got Infinity"
+    assert error("{ type: number }", "1e999") == 'expected a number (e.g. 1.5); got the text "1e999"'
+    assert error("{ type: number }", True) == "expected a number (e.g. 1.5); got the boolean true"
+
+
+def test_whole_floats_inside_objects_and_lists_become_ints_at_every_depth() -> None:
+    got = one("{ type: object }", {"a": {"b": [2.0, {"c": 3.0}]}, "d": 0.5, "e": "4.0"})
+    assert got == {"a": {"b": [2, {"c": 3}]}, "d": 0.5, "e": "4.0"}
+    assert type(got["a"]["b"][0]) is int and type(got["a"]["b"][1]["c"]) is int and type(got["d"]) is float
+    assert one("{ type: array }", [1.0, [2.0, "x"], {"k": 5.0}]) == [1, [2, "x"], {"k": 5}]
+
+
+@pytest.mark.parametrize("word", sorted(params.TRUE_WORDS))
+def test_every_yes_word_is_true(word: str) -> None:
+    assert one("{ type: boolean }", word) is True
+    assert one("{ type: boolean }", f" {word.upper()} ") is True
+
+
+@pytest.mark.parametrize("word", sorted(params.FALSE_WORDS))
+def test_every_no_word_is_false(word: str) -> None:
+    assert one("{ type: boolean }", word) is False
+
+
+def test_the_yes_and_no_words_are_the_documented_ones() -> None:
+    assert params.TRUE_WORDS == {"true", "yes", "y", "on", "1", "t", "是", "是的", "对", "對", "真", "开", "開",
+                                 "开启", "要", "好"}
+    assert params.FALSE_WORDS == {"false", "no", "n", "off", "0", "f", "否", "不", "不是", "错", "錯", "假", "关",
+                                  "關", "关闭", "關閉", "不要"}
+    assert "2" not in params.TRUE_WORDS | params.FALSE_WORDS
