@@ -26,7 +26,7 @@ import json
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from importlib import util as importlib_util
 
 __all__ = ["QUERY_WEIGHT", "Terms", "normalize", "pinyin_of", "stem", "terms"]
@@ -226,15 +226,21 @@ def _file(name: str, out: Terms) -> None:
             _add(out, "w:" + stem(w), VALUE_WEIGHT)
 
 
-def terms(text: str, concepts: Callable[[str], Iterable[str]] | None = None) -> Terms:
+def terms(text: str, concepts: Callable[[str], tuple[list[str], set[int]]] | None = None) -> Terms:
     """The weighted terms of one text (a request, or one field of a tool).
 
-    ``concepts`` maps the normalized text to concept ids (an optional
-    vocabulary); each adds a ``c:`` term.
+    ``concepts`` (an optional vocabulary's ``find``) maps the normalized text
+    to concept ids, each adding a ``c:`` term, and to the positions its
+    Chinese forms cover, whose bigrams and characters are then left out.
     """
     out: Terms = {}
     t = _values(normalize(text), out)
     qw = QUERY_WEIGHT
+    covered: set[int] = set()
+    if concepts is not None:
+        found, covered = concepts(t)
+        for concept in found:
+            _add(out, "c:" + concept, qw["c"])
     for m in _RUN.finditer(t):
         run = m.group()
         if not _IS_CJK.match(run):
@@ -246,19 +252,20 @@ def terms(text: str, concepts: Callable[[str], Iterable[str]] | None = None) -> 
             if len(word) > 1 and word not in _ZH_STOP_WORDS:
                 _add(out, "z:" + word, qw["z"])
         n = len(run)
+        at = m.start()
         for i in range(n):
             c = run[i]
-            if c not in _ZH_STOP_CHARS:
+            inside = at + i in covered
+            if c not in _ZH_STOP_CHARS and not inside:
                 _add(out, "u:" + c, qw["u"])
             if i + 1 < n:
                 d = run[i + 1]
+                if inside and at + i + 1 in covered:
+                    continue  # within a vocabulary form: its concept stands for it
                 if c in _ZH_STOP_CHARS or d in _ZH_STOP_CHARS:
                     continue  # 写的, 上吗: a particle glued to a word says nothing
                 _add(out, "b:" + c + d, qw["b"])
                 pc, pd = pinyin_of(c), pinyin_of(d)
                 if pc and pd:
                     _add(out, "y:" + pc + " " + pd, qw["y"])
-    if concepts is not None:
-        for concept in concepts(t):
-            _add(out, "c:" + concept, qw["c"])
     return out

@@ -120,6 +120,7 @@ class ToolAnalysis(NamedTuple):
     keywords: tuple[tuple[str, tuple[str, ...]], ...]       # (normalized phrase, its English words)
     non_goals: tuple[tuple[tuple[str, ...], str, str], ...]  # (distinct terms, referred tool, text)
     sem_text: str                                          # what the model reads of the tool
+    title: tuple[str, ...] = ()                            # the words of its display, name and keywords
     vectors: bytes = b""
     vectors_model: str = ""
 
@@ -148,7 +149,7 @@ class ToolAnalysis(NamedTuple):
         return [self.sem_text, *(negation_stripped(text) for _, _, text in self.non_goals)]
 
 
-_FORMAT = b"bt4\0"
+_FORMAT = b"bt5\0"
 
 
 def _code_hash() -> str:
@@ -177,7 +178,7 @@ def _words(text: str) -> tuple[str, ...]:
 def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
             backend: _backend.Backend = _backend.active) -> ToolAnalysis:
     """The per-tool part of indexing; pure, so it can be stored and reused."""
-    concepts = vocabulary.concepts if vocabulary is not None else None
+    concepts = vocabulary.find if vocabulary is not None else None
     an = backend.terms
 
     def t(text: str) -> Terms:
@@ -217,8 +218,10 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
     sem = f"{tool.display}: {tool.intent}"
     if tool.trigger_keywords:
         sem += " (" + ", ".join(tool.trigger_keywords) + ")"
+    title = tuple(sorted({term for text in (tool.display, tool.name.replace("-", " "), *tool.trigger_keywords)
+                          for term in t(text) if term[0] in "wzc"}))
     return ToolAnalysis(tool.name, tool.content_sha256, analysis_fingerprint(vocabulary), weights,
-                        kw_forms, tuple(non_goals), sem)
+                        kw_forms, tuple(non_goals), sem, title)
 
 
 _SLOT_NAMES = (("cmd", "cmdline"), ("command", "cmdline"), ("script", "cmdline"), ("url", "url"), ("uri", "url"), ("endpoint", "url"), ("host", "host"), ("ip", "host"),
@@ -250,12 +253,15 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-# The weights of the evidence, in logit units (see the module docstring and
-# README: Matching). Two sets: with the model, and lexical alone.
-SEMANTIC_WEIGHTS = {"bias": -5.0, "share": 5.0, "wshare": 1.0, "lrank": 0.5, "z": 0.9, "gap": 25.0, "srank": 0.5,
-                    "lgap": 2.0, "kw": 1.0, "ng_lex": 8.0, "ng_sem": 40.0, "ref": 2.0}
-LEXICAL_WEIGHTS = {"bias": -3.2, "share": 8.0, "wshare": 1.0, "lrank": 0.5, "lgap": 3.0, "kw": 1.0, "ng_lex": 8.0,
-                   "ref": 2.0}
+# The weights of the evidence, in logit units: the prior every registry's
+# calibration starts from and is pulled towards (agent/match/calibrate.py).
+# Fitted once, by benchmarks/fit_priors.py, on development registries of three
+# domains (ops, office, an English plugin store) that are not the eval sets;
+# each registry then refits them on its own pseudo-requests.
+SEMANTIC_WEIGHTS = {"bias": -1.57, "share": 5.14, "wshare": 0.88, "tcov": 1.94, "lrank": 2.14, "lgap": 4.53,
+                    "kw": 0.9, "ng_lex": 8.0, "z": -0.16, "gap": 35.6, "srank": 2.22, "ng_sem": 2.0, "ref": 0.6}
+LEXICAL_WEIGHTS = {"bias": -2.04, "share": 7.46, "wshare": 0.45, "tcov": 1.53, "lrank": 3.16, "lgap": 6.98,
+                   "kw": 1.33, "ng_lex": 7.0, "ref": 1.55}
 
 
 class Index:
@@ -511,7 +517,7 @@ class Index:
         if n == 0:
             return [], []
         vocab = self._vocabulary
-        q = self._backend.terms(intent, vocab.concepts if vocab is not None else None)
+        q = self._backend.terms(intent, vocab.find if vocab is not None else None)
         acc, total, matched, missing = self._backend.accumulate(q, self._postings, n)
         gone = exclude or (held_out[0].name if held_out is not None else "")
         if gone:
@@ -564,12 +570,15 @@ class Index:
             matrix, names = self._matrix_names()
             sims = matrix @ qv
             hub = self.calibration.hub
+            prior_mu = _PRIOR_MU
             if hub:
-                sims = sims - 0.5 * self._hub_vector(names, hub)
+                hubs = self._hub_vector(names, hub)
+                sims = sims - 0.5 * hubs
+                prior_mu -= 0.5 * float(hubs.mean()) if len(hubs) else 0.0
             m = len(names)
             mu_q = float(sims.mean())
             var_q = float(sims.var())
-            mu = (m * mu_q + _PRIOR_N * _PRIOR_MU) / (m + _PRIOR_N)
+            mu = (m * mu_q + _PRIOR_N * prior_mu) / (m + _PRIOR_N)
             sigma = math.sqrt((m * var_q + _PRIOR_N * _PRIOR_SIGMA ** 2) / (m + _PRIOR_N))
             top = np.argsort(-sims)[:_CANDIDATES] if m > _CANDIDATES else np.argsort(-sims)
             for i in top:
@@ -625,9 +634,20 @@ class Index:
             if held_out is not None and name == held_out[0].name:
                 wmass = sum(weight * held_out[0].weights.get(term, 0.0) for term, weight in word_terms)
             wshare = wmass / word_total
-            lrank = 1.0 / (1.0 + lex_rank.get(name, _CANDIDATES))
-            e = {"share": s, "wshare": wshare, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
+            # How much of the tool's own title the request names: long requests do not dilute it.
+            tmass = tnamed = 0.0
+            for term in a.title:
+                plist = self._postings.get(term)
+                ti = idf(n, len(plist)) if plist else 0.0
+                tmass += ti
+                if term in q:
+                    tnamed += ti
+            tcov = tnamed / tmass if tmass > 0 else 0.0
+            # the lexical rank counts only where there is lexical evidence to rank by
+            lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
+            e = {"share": s, "wshare": wshare, "tcov": tcov, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
             logit = (w["bias"] + w["share"] * s + w.get("wshare", 0.0) * wshare + w.get("lrank", 0.0) * lrank
+                     + w.get("tcov", 0.0) * tcov
                      + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex)
             if use_sem and qv is not None:
                 c = cos.get(name)
@@ -695,7 +715,7 @@ def _explain(found: bool, hits: list[Hit], missing: tuple[str, ...], limit: floa
         facts.append(f"meaning z={e['z']:.1f} over the registry")
     if e.get("kw"):
         facts.append("a trigger keyword matched")
-    if e.get("ng_lex", 0.0) > 0.05 or e.get("ng_sem", 0.0) > 0.0:
+    if "ng_line" in e:
         facts.append("pushed away by one of its non_goals")
     if e.get("ref"):
         facts.append("a non_goal of another tool refers here")

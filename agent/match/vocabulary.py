@@ -73,11 +73,23 @@ class Vocabulary:
 
     def concepts(self, text: str) -> Iterator[str]:
         """Every concept one of whose forms occurs in ``text`` (already normalized)."""
+        return iter(self.find(text)[0])
+
+    def find(self, text: str) -> tuple[list[str], set[int]]:
+        """The concepts in ``text`` (normalized), and the positions its Chinese forms of 2+ characters cover.
+
+        A covered stretch is understood through its concept, so the analysis
+        does not also count its characters as words no tool has.
+        """
         seen: set[str] = set()
+        covered: set[int] = set()
         cjk = self._cjk
+        start = 0
         run: list[str] = []
-        for ch in text + "\0":
+        for at, ch in enumerate(text + "\0"):
             if _is_cjk(ch):
+                if not run:
+                    start = at
                 run.append(ch)
                 continue
             if run:
@@ -87,6 +99,8 @@ class Vocabulary:
                         hit = cjk.get(s[i:j])
                         if hit:
                             seen.update(hit)
+                            if j - i >= 2:
+                                covered.update(range(start + i, start + j))
                 run = []
         words = [stem(w) for w in _latin_words(text)]
         latin = self._latin
@@ -95,7 +109,7 @@ class Vocabulary:
                 hit = latin.get(tuple(words[i:j]))
                 if hit:
                     seen.update(hit)
-        return iter(sorted(seen))
+        return sorted(seen), covered
 
 
 def _latin_words(text: str) -> list[str]:
