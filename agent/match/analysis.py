@@ -154,12 +154,14 @@ def _add(out: Terms, term: str, weight: float) -> None:
 # Values a request carries for a tool's parameters. They become one light
 # slot term each ("p:path"), and their words count little, so that a host
 # named forgejo.example.org does not make the request about Forgejo.
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\"'<>，。；、）)]+")
-_EMAIL = re.compile(r"[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
-_PATH = re.compile(r"(?<![\w.])(?:~|\.{1,2})?(?:/[\w.@%+=:,-]+)+/?")
+# Each pattern starts only where a run of its characters starts (the
+# lookbehinds) and never backtracks (possessive quantifiers): linear in the text.
+_URL = re.compile(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^\s\"'<>，。；、）)]++")
+_EMAIL = re.compile(r"(?<![a-z0-9._%+-])[a-z0-9._%+-]++@[a-z0-9-]++(?:\.[a-z0-9-]++)++")
+_PATH = re.compile(r"(?<![\w.])(?:~|\.{1,2})?(?:/[\w.@%+=:,-]++)++/?")
 _IP = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?![\w.])")
-_DOTTED = re.compile(r"(?<![\w/.-])[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)+(?![\w/-])")
-_VERSION = re.compile(r"(?<![\w.])v?\d+(?:\.\d+)+(?:[-+][\w.]+)?(?![\w.])")
+_DOTTED = re.compile(r"(?<![\w/.-])[a-z0-9][a-z0-9_-]*+(?:\.[a-z0-9_-]++)++(?![\w/-])")
+_VERSION = re.compile(r"(?<![\w.])v?\d++(?:\.\d++)++(?:[-+][\w.]++)?(?![\w.])")
 _CODE = re.compile(r"`[^`\n]{1,500}`")  # a command line or code, spelled out
 _QUOTED = re.compile(r"\"([^\"]{1,200})\"|“([^”]{1,200})”|「([^」]{1,200})」|'([^'\s][^']{0,199})'")
 # Top-level domains: a dotted name ending in one is a host, otherwise a file name.

@@ -690,18 +690,32 @@ class Index:
         return hits, missing
 
 
+_SHOWN = 24  # terms shown to a person; a long request is not explained word by word
+
+
 def _readable(terms: Iterable[str]) -> list[str]:
-    """Terms as a person reads them: words and Chinese words, no bigram or pinyin noise."""
+    """Terms as a person reads them: words, Chinese words and concepts, then bigrams no word covers."""
     out: list[str] = []
     seen: set[str] = set()
+    chars: set[str] = set()
+    bigrams: list[str] = []
     for term in terms:
         kind, _, text = term.partition(":")
-        if kind in ("w", "z", "c") or (kind == "b" and not any(text in s for s in seen)):
-            shown = f"{text}" if kind != "c" else f"<{text}>"
+        if kind in ("w", "z", "c"):
+            shown = text if kind != "c" else f"<{text}>"
             if shown not in seen:
                 seen.add(shown)
                 out.append(shown)
-    return out
+                chars.update(text)
+        elif kind == "b" and len(bigrams) < _SHOWN:
+            bigrams.append(text)
+        if len(out) >= _SHOWN:
+            return out
+    for text in bigrams:
+        if not (text[0] in chars and text[1] in chars) and text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out[:_SHOWN]
 
 
 def _explain(found: bool, hits: list[Hit], missing: tuple[str, ...], limit: float) -> str:
