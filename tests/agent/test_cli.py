@@ -15,7 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import EVAL_REGISTRY
+from tests.support import EVAL_REGISTRY
 
 BITONG = [sys.executable, "-m", "agent"]
 
@@ -117,7 +117,7 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
     finally:
         if server.poll() is None:
             server.kill()
-            server.wait()
+        server.communicate()  # waits, and closes the pipes (no ResourceWarning)
 
 
 def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: Path, tmp_path: Path) -> None:

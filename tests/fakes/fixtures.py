@@ -9,8 +9,8 @@ import pytest
 
 from agent.executors import Executors
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
-from fakes.server import FakeServer
+from tests.fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
+from tests.fakes.server import FakeServer
 
 Define = Callable[..., ToolDef]
 

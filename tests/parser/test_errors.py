@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hdlp_cases import FULL, INVALID, Case, variant
+from tests.parser.hdlp_cases import FULL, INVALID, Case, variant
 from parser import ParseError, parse, parse_bytes, parse_file
 from parser._backend import Backend
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import parser
-from hdlp_cases import EVAL_ROOT, INVALID, TOOLS_ROOT, VALID, Case
+from tests.parser.hdlp_cases import EVAL_ROOT, INVALID, TOOLS_ROOT, VALID, Case
 from parser import ParseError, parse_bytes, parse_file
 from parser._backend import Backend, compiled, pure
 

@@ -26,7 +26,7 @@ import pytest
 from google.protobuf import struct_pb2
 
 from bitong.v1 import agent_pb2 as pb
-from fakes.server import FakeServer, Reply
+from tests.fakes.server import FakeServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 

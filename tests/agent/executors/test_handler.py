@@ -23,7 +23,7 @@ import uvloop
 from agent.executors import Executors
 from agent.executors.base import STDERR, STDOUT
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.scene import soon
+from tests.fakes.scene import soon
 
 Define = Callable[..., ToolDef]
 RUN = Executors()

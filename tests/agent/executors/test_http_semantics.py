@@ -21,9 +21,9 @@ import pytest
 from agent.executors import Executors
 from agent.executors.base import STDERR, STDOUT
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.server import Exchange, FakeServer, Reply
+from tests.fakes.server import Exchange, FakeServer, Reply
 
-from fakes.scene import TOKEN, config_for, soon
+from tests.fakes.scene import TOKEN, config_for, soon
 
 Define = Callable[..., ToolDef]
 
