@@ -22,7 +22,7 @@ import errno
 import logging
 import os
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from .registry import Registry, Snapshot
 
@@ -249,7 +249,7 @@ class CacheAgent:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
                 await asyncio.sleep(self.debounce_s)  # coalesce an editor's burst of writes
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             if self._inotify is not None:

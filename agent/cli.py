@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from google.protobuf import json_format
 
@@ -184,7 +185,7 @@ def _call_params(pairs: Sequence[str]) -> dict[str, Any]:
             try:
                 out[key] = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise SystemExit(f"bitong: {key}:= needs JSON ({exc.msg})")
+                raise SystemExit(f"bitong: {key}:= needs JSON ({exc.msg})") from None
         elif "=" in pair:
             key, value = pair.split("=", 1)
             out[key] = value

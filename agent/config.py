@@ -61,7 +61,8 @@ import re
 import sys
 import tomllib
 import urllib.parse
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["Config", "ConfigError", "Defaults", "Endpoint", "PythonSettings", "Secret", "SecretUnavailable",
            "Service", "HTTP_SERVICES", "load", "from_dict"]
@@ -356,7 +357,7 @@ def _url(path: str, where: str, value: Any) -> str:
     if parts.query or parts.fragment:
         raise ConfigError(f"{path}: {where}: expected a base URL without ?query or #fragment")
     try:
-        parts.port
+        _ = parts.port  # urllib checks the port only when it is read
     except ValueError:
         raise ConfigError(f"{path}: {where}: the port is not a number between 0 and 65535") from None
     return text.rstrip("/")

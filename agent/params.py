@@ -35,7 +35,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct, Value

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from . import build, grammar, lexer
 from .errors import ParseError

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from lark import Lark
 from lark.exceptions import UnexpectedToken

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import grpc
 import pytest

@@ -10,7 +10,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 import pytest

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tests.support import BUNDLED as TOOLS_ROOT
-from tests.support import EVAL_REGISTRY as EVAL_ROOT
-
 # The ten required fields, one line each, in the order of seed §7.
 MINIMAL: dict[str, str] = {
     "name": "name: demo",

@@ -20,7 +20,8 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from google.protobuf import struct_pb2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 

@@ -15,7 +15,8 @@ import re
 import select
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 import uvloop

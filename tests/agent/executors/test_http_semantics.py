@@ -14,7 +14,8 @@ import dataclasses
 import re
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 

@@ -23,13 +23,13 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
 
 import itertools
 import signal
 import subprocess
 
-import grpc
 import pytest
 import uvloop
 
