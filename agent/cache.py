@@ -133,9 +133,9 @@ class CacheAgent:
         self.use_inotify = use_inotify
         self.on_swap = on_swap
         self._inotify: _Inotify | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._semantic_task: asyncio.Task | None = None
+        self._semantic_task: asyncio.Task[None] | None = None
         self._semantic_again = False
         self._semantic_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bitong-vectors")
 

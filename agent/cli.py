@@ -13,14 +13,17 @@ import json
 import logging
 import os
 import sys
-from typing import Any
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
 import bitong
 import parser as hdlp
 from bitong.v1 import agent_pb2 as pb
+
+if TYPE_CHECKING:
+    from .service import ToolAgent
 
 __all__ = ["main"]
 
@@ -93,7 +96,7 @@ def _config(args: argparse.Namespace) -> Any:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def _local_agent(args: argparse.Namespace, matching: bool = False) -> Any:
+def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
@@ -120,14 +123,14 @@ def _stub(address: str) -> Any:
     return pb_grpc.ToolAgentStub(channel)
 
 
-def _to_json(message: Any) -> dict:
+def _to_json(message: Any) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
 
 
 # ---------------------------------------------------------------- match
 
-def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
+def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"query": query, "found": reply.found, "candidates": []}
     for c in reply.candidates:
         cand: dict[str, Any] = {"name": c.name, "score": round(c.score, 4)}
@@ -143,6 +146,7 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
 
 
 def cmd_match(args: argparse.Namespace) -> int:
+    ask: Callable[[str], pb.MatchResponse]
     if args.server:
         stub = _stub(args.server)
         ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k, explain=args.explain))  # noqa: E731
@@ -471,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except BrokenPipeError:  # `bitong tools | head`
         return 0
 

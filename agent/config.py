@@ -343,7 +343,8 @@ def _text(path: str, where: str, value: Any) -> str:
 def _millis(path: str, where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 60_000:
         raise ConfigError(f"{path}: {where}: expected whole milliseconds between 0 and 60000")
-    return value
+    millis: int = value
+    return millis
 
 
 def _url(path: str, where: str, value: Any) -> str:

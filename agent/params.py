@@ -257,10 +257,10 @@ def coerce(type_: str, value: Any) -> Any:
         if isinstance(value, bool):
             raise InvalidValue(f"expected a number (e.g. 1.5); got the boolean {_show(value)}")
         if isinstance(value, (int, float)):
-            number = _finite(value)
-            if number is None:
+            finite = _finite(value)
+            if finite is None:
                 raise InvalidValue(f"expected a finite number; got {_show(value)}")
-            return number
+            return finite
         if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
             number = float(value.strip())
             if math.isfinite(number):

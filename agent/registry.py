@@ -223,7 +223,7 @@ class Registry:
                 # been fixed without touching its mtime.
                 trusted = (prev is not None and prev.stat_key == key and prev.error is None
                            and now_ns - key[0] > _RACY_NS)
-                files[path] = prev if trusted else self._load(path, key, prev)
+                files[path] = prev if trusted and prev is not None else self._load(path, key, prev)
             for path, state in old._files.items():
                 if _root_of(path) in lost:  # keep serving what the lost root last held
                     files[path] = state
