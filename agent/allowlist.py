@@ -33,7 +33,8 @@ import functools
 import json
 import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 __all__ = ["ENV", "allowed", "applicable", "check", "require", "lists_from_env"]
 

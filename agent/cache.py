@@ -22,7 +22,7 @@ import errno
 import logging
 import os
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from .registry import Registry, Snapshot
 
@@ -133,9 +133,9 @@ class CacheAgent:
         self.use_inotify = use_inotify
         self.on_swap = on_swap
         self._inotify: _Inotify | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._semantic_task: asyncio.Task | None = None
+        self._semantic_task: asyncio.Task[None] | None = None
         self._semantic_again = False
         self._semantic_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bitong-vectors")
 
@@ -249,7 +249,7 @@ class CacheAgent:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=interval)
                 await asyncio.sleep(self.debounce_s)  # coalesce an editor's burst of writes
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             if self._inotify is not None:

@@ -13,13 +13,17 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
 import bitong
 import parser as hdlp
 from bitong.v1 import agent_pb2 as pb
+
+if TYPE_CHECKING:
+    from .service import ToolAgent
 
 __all__ = ["main"]
 
@@ -32,6 +36,20 @@ def _version() -> str:
 
     # parser= stays last: scripts read the parser backend off the end of the line
     return f"bitong {bitong.__version__} matcher={_backend.BACKEND} parser={hdlp.BACKEND}"
+
+
+class _VersionAction(argparse.Action):
+    """--version, worked out only when asked: the matcher's backend is named there, and importing
+    it for every command would load the matcher into `bitong lint`."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help=kwargs.get("help", "show the version and the live backends, and exit"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        print(_version())
+        parser.exit()
 
 
 def _roots(args: argparse.Namespace) -> list[str]:
@@ -78,7 +96,7 @@ def _config(args: argparse.Namespace) -> Any:
         raise SystemExit(EXIT_USAGE) from None
 
 
-def _local_agent(args: argparse.Namespace, matching: bool = False) -> Any:
+def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
@@ -105,14 +123,14 @@ def _stub(address: str) -> Any:
     return pb_grpc.ToolAgentStub(channel)
 
 
-def _to_json(message: Any) -> dict:
+def _to_json(message: Any) -> dict[str, Any]:
     return json_format.MessageToDict(message, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
 
 
 # ---------------------------------------------------------------- match
 
-def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
+def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"query": query, "found": reply.found, "candidates": []}
     for c in reply.candidates:
         cand: dict[str, Any] = {"name": c.name, "score": round(c.score, 4)}
@@ -128,6 +146,7 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict:
 
 
 def cmd_match(args: argparse.Namespace) -> int:
+    ask: Callable[[str], pb.MatchResponse]
     if args.server:
         stub = _stub(args.server)
         ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k, explain=args.explain))  # noqa: E731
@@ -170,7 +189,7 @@ def _call_params(pairs: Sequence[str]) -> dict[str, Any]:
             try:
                 out[key] = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise SystemExit(f"bitong: {key}:= needs JSON ({exc.msg})")
+                raise SystemExit(f"bitong: {key}:= needs JSON ({exc.msg})") from None
         elif "=" in pair:
             key, value = pair.split("=", 1)
             out[key] = value
@@ -215,12 +234,15 @@ def cmd_call(args: argparse.Namespace) -> int:
             struct = struct_pb2.Struct()
             struct.update(params)
             request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
-            return stub.Call(request, timeout=args.timeout)
+            reply: pb.CallResult = stub.Call(request, timeout=args.timeout)
+            return reply
 
         result = send(args.confirm or "")
         if result.needs_confirmation and args.yes:
             result = send(result.confirm_token)
         return _print_result(result, args.json)
+
+    from .service import LimitExceeded
 
     async def local() -> pb.CallResult:
         agent = _local_agent(args)
@@ -229,7 +251,12 @@ def cmd_call(args: argparse.Namespace) -> int:
             result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
         return result
 
-    return _print_result(_run(local()), args.json)
+    try:
+        local_result: pb.CallResult = _run(local())
+    except LimitExceeded as exc:  # the request itself is refused, as the server answers INVALID_ARGUMENT
+        print(f"bitong: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    return _print_result(local_result, args.json)
 
 
 def _run(coro: Any) -> Any:
@@ -255,35 +282,56 @@ def cmd_tools(args: argparse.Namespace) -> int:
             confirm = "  [confirm]" if tool.constraints.require_confirm else ""
             print(f"{tool.name:<24} {tool.executor:<12} {tool.display}{confirm}")
         for err in reply.errors:
-            print(f"error: {err.path}:{err.line}:{err.column}: {err.message}", file=sys.stderr)
+            where = f"{err.path}:{err.line}:{err.column}" if err.line else err.path  # a tools root has no line
+            print(f"error: {where}: {err.message}", file=sys.stderr)
     return 0
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
-    """Each path may be a tools root, one tool's folder, or a TOOL.hdlp file."""
-    from .registry import TOOL_FILE, Registry
+def _lint_files(target: str) -> tuple[list[str], list[str]]:
+    """The TOOL.hdlp files a lint target names, as the registry finds them; and the target's own errors.
 
+    A target is a TOOL.hdlp file, one tool's folder, or a tools root
+    (``<root>/<folder>/TOOL.hdlp``, folders sorted, dot folders skipped).
+    """
+    if os.path.isfile(target) or os.path.isfile(os.path.join(target, hdlp.TOOL_FILE)):
+        return [target if os.path.isfile(target) else os.path.join(target, hdlp.TOOL_FILE)], []
+    if not os.path.isdir(target):
+        return [], [f"{target}: no such file or folder"]  # a path, not a line in a file: no :line:col
+    try:
+        names = sorted(os.listdir(target))
+    except OSError as exc:
+        return [], [f"{target}: tools root cannot be listed: {exc.strerror or exc}"]
+    files = []
+    for name in names:
+        path = os.path.join(target, name, hdlp.TOOL_FILE)
+        if name.startswith("."):
+            continue
+        try:
+            os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # a plain file, or a folder without TOOL.hdlp: not a tool
+        except OSError:
+            pass  # parse_file says what is wrong with it
+        files.append(path)
+    return files, []
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    """Parse each TOOL.hdlp and report path:line:col: message; nothing is indexed (no matcher, no model)."""
     failed = 0
     checked = 0
     for target in args.paths:
-        if os.path.isfile(target) or os.path.isfile(os.path.join(target, TOOL_FILE)):
-            path = target if os.path.isfile(target) else os.path.join(target, TOOL_FILE)
+        files, problems = _lint_files(target)
+        for problem in problems:
+            print(problem)
+            failed += 1
+        for path in files:
             checked += 1
             try:
                 hdlp.parse_file(path)
             except hdlp.ParseError as exc:
                 print(exc)
                 failed += 1
-            continue
-        if not os.path.isdir(target):
-            print(f"{target}:1:1: no such file or folder")
-            failed += 1
-            continue
-        snap = Registry([target]).rescan()
-        checked += len(snap.tools) + len(snap.errors)
-        for err in snap.errors:
-            print(f"{err.path}:{err.line}:{err.column}: {err.message}")
-            failed += 1
     print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
     return EXIT_FAILED if failed else 0
 
@@ -350,7 +398,7 @@ def _parser() -> argparse.ArgumentParser:
     from .listen import DEFAULT_LISTEN
 
     top = argparse.ArgumentParser(prog="bitong", description="笔筒: the tool agent sidecar")
-    top.add_argument("--version", action="version", version=_version())
+    top.add_argument("--version", action=_VersionAction)
     top.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default: INFO for serve)")
     # also accepted after the command; SUPPRESS keeps a subcommand from resetting the top-level value
     common = argparse.ArgumentParser(add_help=False)
@@ -427,7 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
-        return args.func(args)
+        rc: int = args.func(args)
+        return rc
     except BrokenPipeError:  # `bitong tools | head`
         return 0
 

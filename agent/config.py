@@ -61,7 +61,8 @@ import re
 import sys
 import tomllib
 import urllib.parse
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 __all__ = ["Config", "ConfigError", "Defaults", "Endpoint", "PythonSettings", "Secret", "SecretUnavailable",
            "Service", "HTTP_SERVICES", "load", "from_dict"]
@@ -342,7 +343,8 @@ def _text(path: str, where: str, value: Any) -> str:
 def _millis(path: str, where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 60_000:
         raise ConfigError(f"{path}: {where}: expected whole milliseconds between 0 and 60000")
-    return value
+    millis: int = value
+    return millis
 
 
 def _url(path: str, where: str, value: Any) -> str:
@@ -356,7 +358,7 @@ def _url(path: str, where: str, value: Any) -> str:
     if parts.query or parts.fragment:
         raise ConfigError(f"{path}: {where}: expected a base URL without ?query or #fragment")
     try:
-        parts.port
+        _ = parts.port  # urllib checks the port only when it is read
     except ValueError:
         raise ConfigError(f"{path}: {where}: the port is not a number between 0 and 65535") from None
     return text.rstrip("/")

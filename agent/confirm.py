@@ -20,7 +20,8 @@ import json
 import secrets
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 __all__ = ["DEFAULT_TTL_S", "DEFAULT_MAX_PENDING", "Issued", "ConfirmBook"]
 

@@ -35,7 +35,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct, Value
@@ -256,10 +257,10 @@ def coerce(type_: str, value: Any) -> Any:
         if isinstance(value, bool):
             raise InvalidValue(f"expected a number (e.g. 1.5); got the boolean {_show(value)}")
         if isinstance(value, (int, float)):
-            number = _finite(value)
-            if number is None:
+            finite = _finite(value)
+            if finite is None:
                 raise InvalidValue(f"expected a finite number; got {_show(value)}")
-            return number
+            return finite
         if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
             number = float(value.strip())
             if math.isfinite(number):

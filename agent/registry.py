@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import types
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -223,7 +223,7 @@ class Registry:
                 # been fixed without touching its mtime.
                 trusted = (prev is not None and prev.stat_key == key and prev.error is None
                            and now_ns - key[0] > _RACY_NS)
-                files[path] = prev if trusted else self._load(path, key, prev)
+                files[path] = prev if trusted and prev is not None else self._load(path, key, prev)
             for path, state in old._files.items():
                 if _root_of(path) in lost:  # keep serving what the lost root last held
                     files[path] = state
@@ -254,7 +254,7 @@ class Registry:
             tool = parse_bytes(data, path)
         except ParseError as exc:
             err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
-        except Exception as exc:  # noqa: BLE001 - one file must never stop the scan of the others
+        except Exception as exc:  # one file must never stop the scan of the others
             err = LoadError(path, 1, 1, f"cannot load ({type(exc).__name__}: {exc})", last_good.name if last_good else "")
         else:
             return _FileState(key, sha, tool, None)

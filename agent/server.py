@@ -12,7 +12,8 @@ import functools
 import logging
 import signal
 import time
-from typing import Any, AsyncIterator, Sequence
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import struct_pb2
@@ -46,8 +47,11 @@ _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MESSAGE_LIMIT),
 _REPLY_MARGIN_S = 0.05
 
 
-def _deadline(context: grpc.aio.ServicerContext) -> float | None:
-    remaining = context.time_remaining()
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _deadline(context: _Context) -> float | None:
+    remaining: float | None = context.time_remaining()   # None without a deadline (the stubs say float)
     if remaining is None:
         return None
     return time.monotonic() + remaining - min(_REPLY_MARGIN_S, remaining * 0.1)
@@ -98,7 +102,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
             self.limits.match_workers, thread_name_prefix="bitong-match")
         self.matches = 0   # running or waiting for a thread
 
-    async def Match(self, request: pb.MatchRequest, context: grpc.aio.ServicerContext) -> pb.MatchResponse:
+    async def Match(self, request: pb.MatchRequest, context: _Context) -> pb.MatchResponse:
         try:
             self.agent.check_intent(request.intent)   # before a thread or the index is touched
             if self.matches >= self.limits.max_match_queued:
@@ -116,19 +120,18 @@ class Servicer(pb_grpc.ToolAgentServicer):
             self.matches -= 1
 
     async def ListTools(self, request: pb.ListToolsRequest,
-                        context: grpc.aio.ServicerContext) -> pb.ListToolsResponse:
+                        context: _Context) -> pb.ListToolsResponse:
         return self.agent.list_tools()
 
-    async def Call(self, request: pb.CallRequest, context: grpc.aio.ServicerContext) -> pb.CallResult:
+    async def Call(self, request: pb.CallRequest, context: _Context) -> pb.CallResult:
         try:
             return await self.agent.call(request.tool, _params(request, self.limits),
                                          confirm_token=request.confirm_token, deadline=_deadline(context))
         except LimitExceeded as exc:
             await _abort(context, exc)
-            raise   # not reached: abort raises
 
-    async def StreamCall(self, request: pb.CallRequest,
-                         context: grpc.aio.ServicerContext) -> AsyncIterator[pb.CallEvent]:
+    async def StreamCall(self, request: pb.CallRequest, context: _Context) -> None:
+        """Server streaming by context.write (not a generator): the chunks, then the result."""
         # context.write() returns when gRPC flow control takes the message: a slow
         # reader slows the executor's reading instead of growing a buffer here.
         async def sink(stream: int, data: bytes) -> None:
@@ -143,11 +146,10 @@ class Servicer(pb_grpc.ToolAgentServicer):
                                            sink=sink)
         except LimitExceeded as exc:
             await _abort(context, exc)
-            raise   # not reached: abort raises
         await context.write(pb.CallEvent(result=result))
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: LimitExceeded) -> None:
+async def _abort(context: _Context, exc: LimitExceeded) -> NoReturn:
     """Answer with the limit's status code and message (raises, ending the RPC)."""
     await context.abort(grpc.StatusCode[exc.code], exc.message)
 

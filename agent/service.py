@@ -17,7 +17,8 @@ import dataclasses
 import difflib
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
@@ -141,7 +142,7 @@ class Admission:
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             await asyncio.wait_for(asyncio.shield(waiter), timeout)
             return True
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             if waiter.done() and not waiter.cancelled():
                 self.leave(tool)   # the slot was handed over just as we gave up: pass it on
             else:

@@ -20,14 +20,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from synthetic import synthetic_tools  # noqa: E402
+from synthetic import synthetic_tools
 
-from agent.registry import Registry  # noqa: E402
-from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
+from agent.registry import Registry
+from bitong.v1.agent_pb2 import ToolDef
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OLD_NS = 1_000_000_000  # files older than the registry's racy window, as on a real server

@@ -260,7 +260,7 @@ class ServerProcess:
         self.sock = sock
         self.log = log
         self.address = f"unix:{sock}"
-        self._logf = open(log, "wb")  # noqa: SIM115 - the server's stdout for its whole life; closed in stop()
+        self._logf = open(log, "wb")  # the server's stdout for its whole life; closed in stop()
         self.proc = subprocess.Popen(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=self._logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -484,7 +484,7 @@ class McpPeer:
                     fn, fut = job
                     try:
                         fut.set_result(await fn(client))
-                    except Exception as exc:  # noqa: BLE001 - handed back to the caller, who raises it
+                    except Exception as exc:  # handed back to the caller, who raises it
                         fut.set_exception(exc)
         except Exception as exc:
             if not ready.done():
@@ -1018,7 +1018,7 @@ def run(quick: bool = False, repo: Path | None = None) -> dict[str, Any]:
         for close in reversed(closers):
             try:
                 close()
-            except Exception as exc:  # noqa: BLE001 - shutting down: say it, go on closing the rest
+            except Exception as exc:  # shutting down: say it, go on closing the rest
                 progress(f"while closing: {type(exc).__name__}: {exc}")
         lt.close()
         for server in servers:

@@ -32,7 +32,7 @@ class Floor(pb_grpc.ToolAgentServicer):
 
     async def Call(self, request: pb.CallRequest, context: grpc.aio.ServicerContext) -> pb.CallResult:
         # Blocking the loop on purpose: the floor is measured one call at a time.
-        out = subprocess.run(["echo", "hello"], capture_output=True, check=False)  # noqa: ASYNC221
+        out = subprocess.run(["echo", "hello"], capture_output=True, check=False)
         return pb.CallResult(ok=out.returncode == 0, found=True, tool=request.tool, output=out.stdout,
                              stderr=out.stderr, exit_code=out.returncode)
 

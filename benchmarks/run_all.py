@@ -81,7 +81,7 @@ def run_one(name: str, quick: bool, out: Path) -> int:
                 got = fn(**kwargs)
                 result = got if isinstance(got, dict) else {"value": got}
                 result.setdefault("status", "ok")
-    except BaseException as exc:  # noqa: BLE001 - SystemExit too: report, never hide; the table says why
+    except BaseException as exc:  # SystemExit too: report, never hide; the table says why
         result = {"status": "failed", "why": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     result["seconds"] = round(time.perf_counter() - started, 1)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False, default=str), encoding="utf-8")

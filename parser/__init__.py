@@ -41,10 +41,11 @@ def parse(text: str, path: str = "<string>", *, backend: Backend | None = None,
     b = backend or active
     try:
         header, root = b.tree(text, path)
-        return b.build(header, root, path, source if source is not None else text, _folder(path))
+        tool: ToolDef = b.build(header, root, path, source if source is not None else text, _folder(path))
+        return tool
     except ParseError:
         raise
-    except Exception as exc:  # noqa: BLE001 - untrusted input: any failure is this file's error, never the caller's
+    except Exception as exc:  # untrusted input: any failure is this file's error, never the caller's
         raise ParseError(path, 1, 1, f"cannot build the tool ({type(exc).__name__}: {exc}); "
                                      "this is a bug in bitong's parser, please report it with the file") from exc
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from . import build, grammar, lexer
 from .errors import ParseError
@@ -26,15 +27,15 @@ class Backend:
     """A twin: how to tokenize (for tests and tools), how to parse a text into
     (header, root Node), and how to build the ToolDef from those."""
 
-    def __init__(self, name: str, tokenize: Callable[[str, str], list],
-                 tree: Callable[[str, str], tuple], build: Callable[..., Any]) -> None:
+    def __init__(self, name: str, tokenize: Callable[[str, str], list[Any]],
+                 tree: Callable[[str, str], tuple[Any, ...]], build: Callable[..., Any]) -> None:
         self.name = name
         self.tokenize = tokenize
         self.tree = tree
         self.build = build
 
 
-def _pure_tree(text: str, path: str) -> tuple:
+def _pure_tree(text: str, path: str) -> tuple[Any, ...]:
     toks = lexer.tokenize(text, path)
     if not toks:
         raise ParseError(path, 1, 1, lexer.EMPTY_ERROR)
@@ -56,8 +57,9 @@ def _load_compiled() -> Backend | None:
         table = grammar.lalr_program(_speedups.TERMINALS, _speedups.KNOWN_RULES)
         return _speedups.Program(table, grammar.syntax_error)
 
-    def tree(text: str, path: str) -> tuple:
-        return program().tree(text, path)
+    def tree(text: str, path: str) -> tuple[Any, ...]:
+        parsed: tuple[Any, ...] = program().tree(text, path)
+        return parsed
 
     return Backend("cython", _speedups.tokenize, tree, _build.build)
 

@@ -129,7 +129,7 @@ def _check_tree(ctx: _Ctx, root: nodes.Node) -> None:
     reported; a stack of (pending items, keys seen in their map or None in a
     list) stands in for recursion.
     """
-    stack: list = [(iter((root,)), None)]
+    stack: list[Any] = [(iter((root,)), None)]
     while stack:
         items, seen = stack[-1]
         for item in items:
@@ -206,13 +206,15 @@ def _int(ctx: _Ctx, node: nodes.Node, what: str, *, minimum: int, maximum: int =
         raise ctx.fail(node, f"{what} must be at least {minimum}, found {node.value}")
     if node.value > maximum:
         raise ctx.fail(node, f"{what} must be at most {maximum}, found {node.value}")
-    return node.value
+    number: int = node.value
+    return number
 
 
 def _bool(ctx: _Ctx, node: nodes.Node, what: str) -> bool:
     if node.kind != "bool":
         raise ctx.fail(node, f"{what} must be true or false, found {_KIND_WORDS[node.kind]} {node.raw!r}".rstrip())
-    return node.value
+    flag: bool = node.value
+    return flag
 
 
 def _text_list(ctx: _Ctx, node: nodes.Node, what: str, *, lines: bool = True) -> list[str]:
@@ -238,7 +240,7 @@ def _plain(node: nodes.Node) -> Any:
     if node.kind != "map" and node.kind != "list":
         return node.value
     out: Any = {} if node.kind == "map" else []
-    stack: list = [(node, out)]
+    stack: list[Any] = [(node, out)]
     while stack:
         src, dst = stack.pop()
         is_map = src.kind == "map"

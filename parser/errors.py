@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["ParseError"]
 
 
@@ -20,5 +22,5 @@ class ParseError(ValueError):
         self.message = message
         super().__init__(f"{path}:{line}:{column}: {message}")
 
-    def __reduce__(self):  # picklable across worker processes
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across worker processes
         return (ParseError, (self.path, self.line, self.column, self.message))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable, Iterator
 
 from lark import Lark
 from lark.exceptions import UnexpectedToken
@@ -42,7 +43,7 @@ class _ExternalLexer(Lexer):
     def __init__(self, lexer_conf: Any) -> None:
         pass
 
-    def lex(self, lexer_state: Any, parser_state: Any) -> Iterable[Any]:  # pragma: no cover
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Any]:  # pragma: no cover
         raise RuntimeError("bitong feeds tokens to the LALR parser directly")
 
 
@@ -51,7 +52,7 @@ class _Feed:
 
     __slots__ = ("toks",)
 
-    def __init__(self, toks: list) -> None:
+    def __init__(self, toks: list[Any]) -> None:
         self.toks = toks
 
     def lex(self, parser_state: Any) -> Iterable[Any]:
@@ -65,7 +66,7 @@ def lark_parser() -> Lark:
                 lexer=_ExternalLexer, transformer=Rules(), start="start")
 
 
-def _rule_shape(rule: Any, placeholders: bool) -> tuple:
+def _rule_shape(rule: Any, placeholders: bool) -> tuple[Any, ...]:
     """What lark's callback wrappers do to a rule's children, as data.
 
     Returns (callback name, expand_single, include, append_none): ``include``
@@ -76,8 +77,8 @@ def _rule_shape(rule: Any, placeholders: bool) -> tuple:
     opts = rule.options
     name = str(rule.alias or opts.template_source or rule.origin.name)
     wrap = maybe_create_child_filter(rule.expansion, opts.keep_all_tokens, False,
-                                     opts.empty_indices if placeholders else None)
-    include: tuple | None = None
+                                     opts.empty_indices if placeholders else None)  # type: ignore[arg-type]  # lark takes None
+    include: tuple[Any, ...] | None = None
     append_none = 0
     if wrap is not None:
         shape = wrap.args[0]
@@ -87,7 +88,7 @@ def _rule_shape(rule: Any, placeholders: bool) -> tuple:
 
 
 @functools.cache
-def lalr_program(terminals: tuple[str, ...], known: frozenset[str]) -> tuple:
+def lalr_program(terminals: tuple[str, ...], known: frozenset[str]) -> tuple[Any, ...]:
     """hdlp.lark's LALR table and rule shapes as plain ints, for the compiled driver.
 
     ``terminals`` are the compiled lexer's token kinds in its numbering
@@ -121,7 +122,7 @@ def lalr_program(terminals: tuple[str, ...], known: frozenset[str]) -> tuple:
     if method_names - set(known):
         raise RuntimeError(f"the compiled twin lacks rule callbacks: {sorted(method_names - set(known))}")
     rule_ids: dict[Any, int] = {}
-    rules: list[tuple] = []
+    rules: list[tuple[Any, ...]] = []
     nsyms = len(names)
     action = [0] * (len(table.states) * nsyms)
     for state, row in table.states.items():
@@ -177,9 +178,10 @@ def syntax_error(path: str, token: Any, expected: Iterable[str]) -> ParseError:
                       f"expected {' or '.join(words) or 'something else'}, found {what}")
 
 
-def parse_tokens(toks: list, path: str) -> tuple:
+def parse_tokens(toks: list[Any], path: str) -> tuple[Any, ...]:
     """Run lark's LALR parser over the tokens; return (header token or None, root map Node)."""
     try:
-        return lark_parser().parser.parser.parse(_Feed(toks), "start")
+        parsed: tuple[Any, ...] = lark_parser().parser.parser.parse(_Feed(toks), "start")
+        return parsed
     except UnexpectedToken as exc:
         raise syntax_error(path, exc.token, exc.expected) from None

@@ -74,7 +74,7 @@ def block_node(value: str, line: int, column: int) -> Node:
     return _new("block", value, line, column, value)
 
 
-def flow_node(kind: str, items: list, line: int, column: int) -> Node:
+def flow_node(kind: str, items: list[Any], line: int, column: int) -> Node:
     """A flow map (items are (key, Node)) or list at its opening bracket; the
     ``None`` lark puts in for an empty ``[]``/``{}`` is dropped."""
     return _new(kind, [c for c in items if c is not None], line, column, "")
@@ -85,55 +85,55 @@ def null_node(line: int, column: int) -> Node:
     return _new("null", None, line, column, "")
 
 
-def map_node(entries: list) -> Node:
+def map_node(entries: list[Any]) -> Node:
     """A block of entries, (key token, Node) each, positioned at its first key."""
     first = entries[0][0]
     return _new("map", entries, first.line, first.column, "")
 
 
-class Rules(Transformer):
+class Rules(Transformer):  # type: ignore[type-arg]  # subscripting a base here would reach the Cython build
     """One method per rule of ``hdlp.lark``; lark calls them as it reduces.
 
     The compiled twin dispatches the same rule names to the same constructors
     (``_speedups`` refuses to load if this list and its own disagree).
     """
 
-    def scalar(self, children: list) -> Node:
+    def scalar(self, children: list[Any]) -> Node:
         tok = children[0]
         return scalar_node(tok.type, tok.value, tok.line, tok.column)
 
-    def pair(self, children: list) -> tuple:
+    def pair(self, children: list[Any]) -> tuple[Any, ...]:
         return (children[0], children[1])
 
-    def flow_map(self, children: list) -> Node:
+    def flow_map(self, children: list[Any]) -> Node:
         opener = children[0]
         return flow_node("map", children[1:], opener.line, opener.column)
 
-    def flow_list(self, children: list) -> Node:
+    def flow_list(self, children: list[Any]) -> Node:
         opener = children[0]
         return flow_node("list", children[1:], opener.line, opener.column)
 
-    def scalar_entry(self, children: list) -> tuple:
+    def scalar_entry(self, children: list[Any]) -> tuple[Any, ...]:
         return (children[0], children[1])
 
-    def block_text_entry(self, children: list) -> tuple:
+    def block_text_entry(self, children: list[Any]) -> tuple[Any, ...]:
         tok = children[1]
         return (children[0], block_node(tok.value, tok.line, tok.column))
 
-    def nested_entry(self, children: list) -> tuple:
+    def nested_entry(self, children: list[Any]) -> tuple[Any, ...]:
         return (children[0], children[1])
 
-    def empty_entry(self, children: list) -> tuple:
+    def empty_entry(self, children: list[Any]) -> tuple[Any, ...]:
         key = children[0]
         return (key, null_node(key.line, key.column + len(key.value) + 1))
 
-    def mapping(self, children: list) -> Node:
+    def mapping(self, children: list[Any]) -> Node:
         return map_node(children)
 
-    def header(self, children: list) -> Any:
+    def header(self, children: list[Any]) -> Any:
         return children[0]
 
-    def start(self, children: list) -> tuple:
+    def start(self, children: list[Any]) -> tuple[Any, ...]:
         if len(children) == 2:
             return children[0], children[1]
         return None, children[0]

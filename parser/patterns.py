@@ -102,7 +102,7 @@ def _translate(pattern: str) -> str:
                 outside, inside = _CLASSES[e]
                 if in_class and inside is None:
                     raise PatternError(f"'\\{e}' inside [...] has no linear-time equivalent: write the class out instead")
-                out.append(inside if in_class else outside)
+                out.append(inside if in_class and inside is not None else outside)
             elif e in "bB" and not in_class:
                 raise PatternError(f"the word boundary '\\{e}' is not supported (the linear-time engine's is "
                                    "ASCII-only, so it would not mean what Python's means around Chinese text)")
@@ -167,7 +167,8 @@ def compiled(pattern: str) -> Pattern:
     except (OverflowError, RecursionError, MemoryError, ValueError) as exc:
         raise PatternError(f"not a usable regular expression ({type(exc).__name__}: {exc})") from None
     try:
-        return re2.compile(translated, _options())
+        compiled: Pattern = re2.compile(translated, _options())
+        return compiled
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise PatternError(f"not supported by the linear-time regex engine (RE2: {reason})") from None

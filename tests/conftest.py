@@ -4,49 +4,39 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import grpc
 import pytest
 
 from bitong.v1 import agent_pb2_grpc as pb_grpc
+from tests.support import BUNDLED, SHARED, WriteTool, in_ci, tool_text
 
-pytest_plugins = ("fakes.fixtures",)   # define, token, server, runners: the executor tests' fixtures
+pytest_plugins = ("tests.fakes.fixtures",)   # define, token, server, runners: the executor tests' fixtures
 
-REPO = Path(__file__).resolve().parents[1]
-BUNDLED = REPO / "tools"
-# CI clones the repository next to a copy of shared/; so does a developer's checkout.
-SHARED = REPO.parent / "shared"
-EVAL_REGISTRY = SHARED / "eval" / "registry"
-
-TOOL_TEMPLATE = """\
-name: {name}
-display: {display}
-intent: {intent}
-method: run
-executor: shell
-command: {command}
-params_schema: {params}
-constraints: {{ timeout_ms: {timeout_ms}, max_output_bytes: {max_output_bytes}, require_confirm: {confirm} }}
-author: test-suite
-created: 2026-11-30
-why: {why}
-"""
+SHARED_MISSING = (f"{SHARED} is missing: the tests that read the spec, the eval registry and the scorer "
+                  "cannot run (clone shared/ beside the repository)")
 
 
-def tool_text(name: str, *, command: str = "echo hello", params: str = "{}", intent: str = "",
-              display: str = "", timeout_ms: int = 30000, max_output_bytes: int = 65536,
-              confirm: bool = False, why: str = "a tool the tests write") -> str:
-    """A valid shell-executor TOOL.hdlp (every placeholder in command must be in params)."""
-    return TOOL_TEMPLATE.format(
-        name=name, display=display or name, intent=intent or f"run the {name} test tool",
-        command=command, params=params, timeout_ms=timeout_ms, max_output_bytes=max_output_bytes,
-        confirm="true" if confirm else "false", why=why,
-    )
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI a missing ../shared fails the run at once: a green suite that skipped 66 tests proves nothing."""
+    if not SHARED.is_dir() and in_ci():
+        raise pytest.UsageError(f"CI=true and {SHARED_MISSING}")
 
 
-WriteTool = Callable[..., Path]
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not SHARED.is_dir():
+        return f"WARNING: {SHARED_MISSING}; they SKIP (CI=true makes this an error)"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Locally the shared/ tests skip, and the last thing on screen says how many and why."""
+    if SHARED.is_dir():
+        return
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "shared" in str(r.longrepr)]
+    terminalreporter.write_sep("!", f"{len(skipped)} tests SKIPPED: {SHARED_MISSING}", red=True, bold=True)
 
 
 @pytest.fixture

@@ -36,7 +36,8 @@ Rules every executor keeps:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
 
 from bitong.v1.agent_pb2 import ToolDef
 

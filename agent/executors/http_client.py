@@ -52,7 +52,8 @@ import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
 from .base import STDERR, STDOUT, Outcome, Sink
 from .shell import render_value

@@ -74,7 +74,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
 
 from bitong.v1.agent_pb2 import ToolDef
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from agent.cache import CacheAgent
 from agent.registry import Registry, Snapshot

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import EVAL_REGISTRY
+from tests.support import EVAL_REGISTRY, WriteTool
 
 BITONG = [sys.executable, "-m", "agent"]
 
@@ -117,7 +117,7 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
     finally:
         if server.poll() is None:
             server.kill()
-            server.wait()
+        server.communicate()  # waits, and closes the pipes (no ResourceWarning)
 
 
 def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: Path, tmp_path: Path) -> None:
@@ -164,3 +164,33 @@ def test_a_users_vocabulary_extends_matching_and_a_broken_one_is_named(tools_roo
     vocab.write_text("just one field\n", encoding="utf-8")
     bad = bitong("match", "--tools", str(tools_root), "--vocabulary", str(vocab), "x")
     assert bad.returncode == 2 and bad.stderr.startswith(f"bitong: {vocab}:1:")
+
+
+def test_lint_parses_only_and_reports_every_problem_of_a_root(tools_root: Path, write_tool: WriteTool) -> None:
+    """lint is the parser over each file: it never builds a match index (so never loads the matcher)."""
+    write_tool("broken", text="name: broken\n")
+    write_tool("again", text=(tools_root / "git-ops" / "TOOL.hdlp").read_text(encoding="utf-8"))
+    script = ("import sys\nfrom agent.cli import main\nrc = main(['lint', sys.argv[1]])\n"
+              "print(sorted(m for m in sys.modules if m.startswith('agent.match')), rc)")
+    done = subprocess.run([sys.executable, "-c", script, str(tools_root)], capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "[] 1", done.stdout + done.stderr
+    assert any(line.startswith(f"{tools_root / 'broken' / 'TOOL.hdlp'}:") for line in lines)
+    assert f"{tools_root / 'again' / 'TOOL.hdlp'}:2:7: name 'git-ops' does not match its folder 'again'" in done.stdout
+    assert done.stderr.strip().endswith("checked, 2 with errors")
+
+
+def test_a_tools_root_error_has_no_line_and_column(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    listed = bitong("tools", "--tools", str(missing))
+    assert f"error: {missing}: tools root cannot be listed" in listed.stderr
+    assert ":0:0:" not in listed.stderr
+    linted = bitong("lint", str(missing))
+    assert linted.returncode == 1 and linted.stdout == f"{missing}: no such file or folder\n"
+
+
+def test_in_process_call_past_a_limit_is_one_line_and_exit_2(tools_root: Path) -> None:
+    params = [f"p{i}=1" for i in range(65)]  # max_params is 64
+    done = bitong("call", "--tools", str(tools_root), "shell-exec", *params)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "bitong: 65 parameters; the limit is max_params 64\n"

@@ -11,12 +11,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
 from agent.registry import Registry, Snapshot
-from conftest import REPO, tool_text
+from tests.support import REPO, tool_text
 
 WriteTool = Callable[..., Path]
 BUNDLED_NAMES = ["file-read", "file-stats", "file-write", "git-ops", "http-request", "scheduled-reminder", "shell-exec"]

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import grpc
 import pytest
@@ -26,10 +27,10 @@ from google.protobuf import struct_pb2
 from agent.server import Sidecar
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
-from fakes.forgejo import Forgejo
-from fakes.gatekeeper import Gatekeeper
-from fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
-from fakes.server import FakeServer
+from tests.fakes.forgejo import Forgejo
+from tests.fakes.gatekeeper import Gatekeeper
+from tests.fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
+from tests.fakes.server import FakeServer
 
 BITONG = [sys.executable, "-m", "agent"]
 

@@ -10,7 +10,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -18,7 +18,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent.match import SUGGESTION
-from conftest import tool_text
+from tests.support import tool_text
 from bitong.v1 import agent_pb2 as pb
 
 WriteTool = Callable[..., Path]

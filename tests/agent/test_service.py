@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import pytest
@@ -28,7 +28,7 @@ from bitong.v1 import agent_pb2_grpc as pb_grpc
 from agent.confirm import ConfirmBook
 from agent.server import Sidecar
 from agent.service import Admission, LimitExceeded, Limits, log_text
-from conftest import tool_text
+from tests.support import tool_text
 
 WriteTool = Callable[..., Path]
 
@@ -413,10 +413,10 @@ def test_bitong_serve_takes_the_limits_as_options(tools_root: Path, tmp_path: Pa
     finally:
         server.send_signal(signal.SIGTERM)
         try:
-            server.wait(timeout=20)
+            server.communicate(timeout=20)  # waits, and closes the pipe (no ResourceWarning)
         except subprocess.TimeoutExpired:
             server.kill()
-            server.wait()
+            server.communicate()
 
 
 def test_a_limit_that_is_not_a_positive_integer_is_a_usage_error(tmp_path: Path) -> None:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from agent.executors import Executors
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
-from fakes.server import FakeServer
+from tests.fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
+from tests.fakes.server import FakeServer
 
 Define = Callable[..., ToolDef]
 

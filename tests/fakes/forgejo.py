@@ -45,7 +45,7 @@ import hashlib
 import math
 import threading
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from .server import Exchange, FakeServer, Reply
@@ -59,7 +59,7 @@ _REPO = r"/api/v1/repos/([^/]+)/([^/]+)"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _blob_sha(data: bytes) -> str:

@@ -18,7 +18,8 @@ import select
 import socket
 import threading
 import urllib.parse
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 __all__ = ["Exchange", "FakeServer", "Recorded", "Reply"]
 
@@ -144,7 +145,7 @@ class FakeServer:
         with self.lock:
             return sum(1 for r in self.requests if r.method == method and r.path == path)
 
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self.thread.start()
         return self
 
@@ -153,7 +154,7 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -7,15 +7,9 @@ uses by default, so both still run here (``test_parity`` checks the default).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-# hdlp_cases.py sits beside the tests; make it importable whatever the import mode.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from parser import _backend  # noqa: E402
+from parser import _backend
 
 BACKENDS = _backend.backends()
 

@@ -9,13 +9,6 @@ that both twins word them identically.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-TOOLS_ROOT = REPO / "tools"
-# CI clones the repo into a folder with shared/ beside it.
-SHARED = REPO.parent / "shared"
-EVAL_ROOT = SHARED / "eval" / "registry"
 
 # The ten required fields, one line each, in the order of seed §7.
 MINIMAL: dict[str, str] = {

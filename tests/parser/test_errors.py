@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hdlp_cases import FULL, INVALID, Case, variant
+from tests.parser.hdlp_cases import FULL, INVALID, Case, variant
 from parser import ParseError, parse, parse_bytes, parse_file
 from parser._backend import Backend
 
@@ -106,7 +106,7 @@ def test_columns_count_characters_not_bytes(backend: Backend) -> None:
 
 
 def test_columns_ignore_the_bom(backend: Backend) -> None:
-    data = b"\xef\xbb\xbf" + "name demo\n".encode()
+    data = b"\xef\xbb\xbf" + b"name demo\n"
     with pytest.raises(ParseError) as info:
         parse_bytes(data, "demo.hdlp", backend=backend)
     assert (info.value.line, info.value.column) == (1, 6)

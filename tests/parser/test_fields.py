@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from hdlp_cases import make, variant
+from tests.parser.hdlp_cases import make, variant
 from parser import ParseError, ToolDef, parse, parse_bytes, parse_file
 from parser._backend import Backend
 

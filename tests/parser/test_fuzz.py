@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.registry import Registry
-from hdlp_cases import FULL
+from tests.parser.hdlp_cases import FULL
 from parser import ParseError, parse_bytes
 from parser._backend import backends
 

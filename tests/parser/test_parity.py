@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 import parser
-from hdlp_cases import EVAL_ROOT, INVALID, TOOLS_ROOT, VALID, Case
+from tests.parser.hdlp_cases import INVALID, VALID, Case
+from tests.support import BUNDLED as TOOLS_ROOT
+from tests.support import EVAL_REGISTRY as EVAL_ROOT
 from parser import ParseError, parse_bytes, parse_file
 from parser._backend import Backend, compiled, pure
 
@@ -179,7 +181,7 @@ def test_mutations_raise_only_parse_error_and_twins_agree(seed: tuple[str, bytes
         for backend in (pure, compiled) if compiled is not None else (pure,):
             try:
                 results.append(outcome(backend, mutated, path))
-            except Exception as exc:  # noqa: BLE001 - the point is that nothing but ParseError escapes
+            except Exception as exc:  # the point is that nothing but ParseError escapes
                 pytest.fail(f"{backend.name} raised {type(exc).__name__}: {exc}\ninput: {mutated!r}")
         assert all(r == results[0] for r in results), f"twins disagree on {mutated!r}:\n{results}"
         if compiled is not None:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agent.params import validate
-from hdlp_cases import make
+from tests.parser.hdlp_cases import make
 from parser import ParseError, parse, patterns
 from parser._backend import Backend
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import json_format
 
-from hdlp_cases import MINIMAL, VALID, make, variant
+from tests.parser.hdlp_cases import MINIMAL, VALID, make, variant
 from parser import ParseError, ToolDef, parse, parse_bytes
 from parser._backend import Backend
 

@@ -20,13 +20,14 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from google.protobuf import struct_pb2
 
 from bitong.v1 import agent_pb2 as pb
-from fakes.server import FakeServer, Reply
+from tests.fakes.server import FakeServer, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 

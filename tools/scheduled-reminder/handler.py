@@ -17,7 +17,7 @@ import os
 import tempfile
 import uuid
 from datetime import datetime, timedelta
-from typing import Iterator
+from collections.abc import Iterator
 
 STORE = "reminder_store.json"
 LOCK = ".reminder_store.lock"

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import re
 import socket
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from agent.config import from_dict
 from agent.executors import Executors
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.gatekeeper import Gatekeeper
-from fakes.hlpd import HldpApi
-from fakes.scene import TOKEN, TOKEN_VAR, soon
-from fakes.server import FakeServer, Reply
+from tests.fakes.gatekeeper import Gatekeeper
+from tests.fakes.hlpd import HldpApi
+from tests.fakes.scene import TOKEN, TOKEN_VAR, soon
+from tests.fakes.server import FakeServer, Reply
 
 Define = Callable[..., ToolDef]
 

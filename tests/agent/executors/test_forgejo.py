@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from agent.executors import Executors
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.forgejo import Forgejo
-from fakes.scene import TOKEN, config_for, soon
+from tests.fakes.forgejo import Forgejo
+from tests.fakes.scene import TOKEN, config_for, soon
 
 Define = Callable[..., ToolDef]
 REPO = "/api/v1/repos/zhuyuan/native-repo"

@@ -15,7 +15,8 @@ import re
 import select
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 import uvloop
@@ -23,7 +24,7 @@ import uvloop
 from agent.executors import Executors
 from agent.executors.base import STDERR, STDOUT
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.scene import soon
+from tests.fakes.scene import soon
 
 Define = Callable[..., ToolDef]
 RUN = Executors()

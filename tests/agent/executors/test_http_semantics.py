@@ -14,16 +14,17 @@ import dataclasses
 import re
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 
 from agent.executors import Executors
 from agent.executors.base import STDERR, STDOUT
 from bitong.v1.agent_pb2 import ToolDef
-from fakes.server import Exchange, FakeServer, Reply
+from tests.fakes.server import Exchange, FakeServer, Reply
 
-from fakes.scene import TOKEN, config_for, soon
+from tests.fakes.scene import TOKEN, config_for, soon
 
 Define = Callable[..., ToolDef]
 

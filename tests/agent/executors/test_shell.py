@@ -23,13 +23,13 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
 
 import itertools
 import signal
 import subprocess
 
-import grpc
 import pytest
 import uvloop
 
@@ -579,10 +579,10 @@ def test_tools_die_with_a_server_killed_by_sigkill(tools_root: Path, tmp_path: P
     finally:
         if server.poll() is None:
             server.kill()
-            server.wait()
+        server.communicate()  # waits, and closes the pipes (no ResourceWarning)
         if client is not None:
             client.kill()
-            client.wait()
+            client.communicate()
         kill_holding(token)
 
 
