@@ -128,7 +128,7 @@ class ToolAnalysis(NamedTuple):
         return _FORMAT + marshal.dumps(tuple(self), 4)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "ToolAnalysis":
+    def from_bytes(cls, data: bytes) -> ToolAnalysis:
         """Decode :meth:`to_bytes`; raises ValueError for anything else (treat it as absent)."""
         if not data.startswith(_FORMAT):
             raise ValueError("not a bitong tool analysis of this format")
@@ -292,7 +292,7 @@ class Index:
 
     @classmethod
     def build(cls, tools: Iterable[ToolDef | ToolAnalysis], *, vocabulary: Vocabulary | None = None,
-              embedder: Embedder | None = None, backend: _backend.Backend | None = None) -> "Index":
+              embedder: Embedder | None = None, backend: _backend.Backend | None = None) -> Index:
         """Index these tools (or their stored analyses, used as they are); a later name replaces an earlier one.
 
         ``embedder`` enables semantic matching once the tools' vectors are
@@ -322,7 +322,7 @@ class Index:
 
     @classmethod
     def restore(cls, stored: Iterable[tuple[ToolDef, bytes]], *, vocabulary: Vocabulary | None = None,
-                embedder: Embedder | None = None) -> "Index":
+                embedder: Embedder | None = None) -> Index:
         """Index tools next to their stored analyses: a restart. Stale or broken ones are redone; never raises for them."""
         fp = analysis_fingerprint(vocabulary)
         items: list[ToolDef | ToolAnalysis] = []
@@ -348,7 +348,7 @@ class Index:
                     out[a.name] = vecs.reshape(-1, DIM)
         return out
 
-    def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> "Index":
+    def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> Index:
         """A new Index with these tools replaced, added or removed; ``self`` stays valid and unchanged.
 
         Costs what the changed tools touch: only their posting lists are copied.
@@ -396,7 +396,7 @@ class Index:
 
     def with_vectors(self, computed: Mapping[str, tuple[str, np.ndarray]],
                      calibration: Calibration | None = None,
-                     lexical_calibration: Calibration | None = None) -> "Index":
+                     lexical_calibration: Calibration | None = None) -> Index:
         """A new Index with these tools' vectors ({name: (sha256, vectors)}), for the tools still at that sha."""
         if self._embedder is None:
             return self
@@ -414,11 +414,11 @@ class Index:
                      calibration or self.calibration, lexical_calibration or self.lexical_calibration)
 
     def with_calibration(self, calibration: Calibration | None = None,
-                         lexical_calibration: Calibration | None = None) -> "Index":
+                         lexical_calibration: Calibration | None = None) -> Index:
         return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors,
                      self._backend, calibration or self.calibration, lexical_calibration or self.lexical_calibration)
 
-    def using(self, backend: _backend.Backend) -> "Index":
+    def using(self, backend: _backend.Backend) -> Index:
         """This index, analysed and ranked by one twin (for the parity tests and benchmarks)."""
         return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors, backend,
                      self.calibration, self.lexical_calibration)
@@ -453,7 +453,8 @@ class Index:
 
     def tool_vector(self, name: str) -> np.ndarray:
         """The embedding of a tool's text (KeyError before its vectors are in)."""
-        return self._vectors[name][0]
+        vector: np.ndarray = self._vectors[name][0]
+        return vector
 
     def analysis(self, name: str) -> ToolAnalysis | None:
         return self._entries.get(name)

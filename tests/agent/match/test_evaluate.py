@@ -39,7 +39,7 @@ QUERIES = ("query\texpected\n"
            "磁盘满了吗\tmemory-usage\n")
 
 
-def test_summary_and_misses_follow_the_scorer(index: Index, tmp_path: "os.PathLike[str]") -> None:
+def test_summary_and_misses_follow_the_scorer(index: Index, tmp_path: os.PathLike[str]) -> None:
     path = os.path.join(tmp_path, "q.tsv")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(QUERIES)
@@ -50,7 +50,7 @@ def test_summary_and_misses_follow_the_scorer(index: Index, tmp_path: "os.PathLi
     assert report.misses[0].endswith("rank=- | 磁盘满了吗")
 
 
-def test_same_line_as_score_match(index: Index, tmp_path: "os.PathLike[str]") -> None:
+def test_same_line_as_score_match(index: Index, tmp_path: os.PathLike[str]) -> None:
     if not os.path.exists(SCORER):
         pytest.skip("../shared/eval is not checked out next to the repository")
     qpath = os.path.join(tmp_path, "q.tsv")
@@ -82,6 +82,6 @@ def test_malformed_query_file_names_file_and_line(text: str, message: str) -> No
         parse_queries(text, "q.tsv")
 
 
-def test_unreadable_file_is_an_eval_error(tmp_path: "os.PathLike[str]") -> None:
+def test_unreadable_file_is_an_eval_error(tmp_path: os.PathLike[str]) -> None:
     with pytest.raises(EvalError, match="cannot read"):
         read_queries(os.path.join(tmp_path, "missing.tsv"))

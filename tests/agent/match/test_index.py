@@ -142,6 +142,7 @@ def test_restore_reuses_stored_vectors_and_redoes_stale_ones(semantic_index: Ind
     for i, t in enumerate(ts):
         t.content_sha256 = f"{i:064x}"
     emb = default_embedder()
+    assert emb is not None
     built = Index.build(ts, embedder=emb)
     built = built.with_vectors({a.name: (a.sha256, emb.passages(a.vector_texts())) for a in built.pending_vectors()})
     stored = [(t, built.analysis(t.name).to_bytes()) for t in ts]  # type: ignore[union-attr]

@@ -75,9 +75,10 @@ def test_a_restart_from_state_reuses_the_vectors(tmp_path: Path) -> None:
     assert emb is not None
     first = Counting(emb)
     reg = Registry([str(root)], embedder=first)
-    reg.rescan()
-    assert not reg.snapshot.index.semantic_ready
-    assert reg.refresh_semantics() and reg.snapshot.index.semantic_ready
+    before = reg.rescan().index
+    assert not before.semantic_ready
+    assert reg.refresh_semantics()
+    assert reg.snapshot.index.semantic_ready
     assert first.passages_embedded == 4 + 4   # each tool's vector, and the calibration's held-out view of it
     reg.save_state(state)
 
