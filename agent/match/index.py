@@ -258,10 +258,10 @@ def _sigmoid(x: float) -> float:
 # Fitted once, by benchmarks/fit_priors.py, on development registries of three
 # domains (ops, office, an English plugin store) that are not the eval sets;
 # each registry then refits them on its own pseudo-requests.
-SEMANTIC_WEIGHTS = {"bias": -1.57, "share": 5.14, "wshare": 0.88, "tcov": 1.94, "lrank": 2.14, "lgap": 4.53,
-                    "kw": 0.9, "ng_lex": 8.0, "z": -0.16, "gap": 35.6, "srank": 2.22, "ng_sem": 2.0, "ref": 0.6}
-LEXICAL_WEIGHTS = {"bias": -2.04, "share": 7.46, "wshare": 0.45, "tcov": 1.53, "lrank": 3.16, "lgap": 6.98,
-                   "kw": 1.33, "ng_lex": 7.0, "ref": 1.55}
+SEMANTIC_WEIGHTS = {"bias": -1.28, "share": 5.07, "wshare": 0.05, "tcov": 2.52, "lrank": 1.35, "lgap": 6.1,
+                    "kw": 0.76, "ng_lex": 7.77, "z": 0.44, "gap": 34.1, "srank": 1.63, "ng_sem": 23.5, "ref": 0.2}
+LEXICAL_WEIGHTS = {"bias": -1.12, "share": 6.05, "wshare": -1.06, "tcov": 1.7, "lrank": 2.88, "lgap": 9.97,
+                   "kw": 1.31, "ng_lex": 5.96, "ref": 1.1}
 
 
 class Index:

