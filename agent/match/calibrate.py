@@ -37,9 +37,9 @@ MAX_TOOLS = 120     # tools sampled for pseudo-requests; enough to fit nine weig
 PRIOR_STRENGTH = 4.0
 # Features whose raw values are small (differences of cosines): scaled so the prior pulls them alike.
 _SCALE = {"gap": 20.0, "ng_sem": 20.0}
-_SIGN = {"ng_lex": -1.0, "ng_sem": -1.0}
-SEMANTIC_FEATURES = ("share", "wshare", "tcov", "lrank", "lgap", "kw", "ng_lex", "z", "gap", "srank", "ng_sem", "ref")
-LEXICAL_FEATURES = ("share", "wshare", "tcov", "lrank", "lgap", "kw", "ng_lex", "ref")
+_SIGN = {"ng_lex": -1.0, "ng_sem": -1.0, "op_miss": -1.0}
+SEMANTIC_FEATURES = ("share", "wshare", "tcov", "op_miss", "lrank", "lgap", "kw", "ng_lex", "z", "gap", "srank", "ng_sem", "ref")
+LEXICAL_FEATURES = ("share", "wshare", "tcov", "op_miss", "lrank", "lgap", "kw", "ng_lex", "ref")
 
 
 def _row(e: Mapping[str, float], names: Sequence[str]) -> list[float]:

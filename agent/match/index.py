@@ -258,10 +258,11 @@ def _sigmoid(x: float) -> float:
 # Fitted once, by benchmarks/fit_priors.py, on development registries of three
 # domains (ops, office, an English plugin store) that are not the eval sets;
 # each registry then refits them on its own pseudo-requests.
-SEMANTIC_WEIGHTS = {"bias": -1.28, "share": 5.07, "wshare": 0.05, "tcov": 2.52, "lrank": 1.35, "lgap": 6.1,
-                    "kw": 0.76, "ng_lex": 7.77, "z": 0.44, "gap": 34.1, "srank": 1.63, "ng_sem": 23.5, "ref": 0.2}
-LEXICAL_WEIGHTS = {"bias": -1.12, "share": 6.05, "wshare": -1.06, "tcov": 1.7, "lrank": 2.88, "lgap": 9.97,
-                   "kw": 1.31, "ng_lex": 5.96, "ref": 1.1}
+SEMANTIC_WEIGHTS = {"bias": -1.03, "share": 5.44, "wshare": -0.33, "tcov": 3.14, "op_miss": 0.53, "lrank": 1.26,
+                    "lgap": 7.05, "kw": 0.85, "ng_lex": 7.5, "z": 0.33, "gap": 39.7, "srank": 1.64, "ng_sem": 34.7,
+                    "ref": 0.18}
+LEXICAL_WEIGHTS = {"bias": -0.96, "share": 5.36, "wshare": -1.88, "tcov": 2.18, "op_miss": 0.49, "lrank": 2.91,
+                   "lgap": 11.68, "kw": 1.37, "ng_lex": 5.0, "ref": 1.2}
 
 
 class Index:
@@ -595,6 +596,12 @@ class Index:
         if not candidates:
             return [], missing
 
+        # Operations the request asks for, where a vocabulary says which concepts are operations:
+        # a tool that names none of them is asked for something it does not do.
+        asked_ops: list[str] = []
+        if vocab is not None:
+            kinds = vocab.kinds
+            asked_ops = [t for t in q if t[0] == "c" and kinds.get(t[2:]) in ("op", "act")]
         w = weights or (self.calibration.weights if use_sem else self.lexical_calibration.weights)
         cal = calibration or (self.calibration if use_sem else self.lexical_calibration)
         norm_intent = normalize(intent)
@@ -646,9 +653,11 @@ class Index:
             tcov = tnamed / tmass if tmass > 0 else 0.0
             # the lexical rank counts only where there is lexical evidence to rank by
             lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
-            e = {"share": s, "wshare": wshare, "tcov": tcov, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex}
+            op_miss = 1.0 if asked_ops and not any(op in a.weights for op in asked_ops) else 0.0
+            e = {"share": s, "wshare": wshare, "tcov": tcov, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex,
+                 "op_miss": op_miss}
             logit = (w["bias"] + w["share"] * s + w.get("wshare", 0.0) * wshare + w.get("lrank", 0.0) * lrank
-                     + w.get("tcov", 0.0) * tcov
+                     + w.get("tcov", 0.0) * tcov - w.get("op_miss", 0.0) * op_miss
                      + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex)
             if use_sem and qv is not None:
                 c = cos.get(name)
