@@ -146,6 +146,16 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str,
 
 
 def cmd_match(args: argparse.Namespace) -> int:
+    from .service import LimitExceeded
+
+    try:
+        return _match(args)
+    except LimitExceeded as exc:  # the intent itself is refused, as the server answers INVALID_ARGUMENT
+        print(f"bitong: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
     if args.server:
         stub = _stub(args.server)

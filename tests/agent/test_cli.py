@@ -194,3 +194,18 @@ def test_in_process_call_past_a_limit_is_one_line_and_exit_2(tools_root: Path) -
     done = bitong("call", "--tools", str(tools_root), "shell-exec", *params)
     assert done.returncode == 2, done.stderr
     assert done.stderr == "bitong: 65 parameters; the limit is max_params 64\n"
+
+
+LIMIT_LINE = "bitong: intent is 5000 bytes; the limit is max_intent_bytes 4096: say what the tool should do in fewer words\n"
+
+
+def test_in_process_match_past_the_intent_limit_is_one_line_and_exit_2(tools_root: Path) -> None:
+    """It printed a LimitExceeded traceback (and exit 1): the server answers INVALID_ARGUMENT, the CLI a usage error."""
+    done = bitong("match", "--tools", str(tools_root), "x" * 5000)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == LIMIT_LINE and done.stdout == ""
+    # from stdin the lines before it are answered, then the run stops the same way
+    piped = bitong("match", "--tools", str(tools_root), "-", stdin="run `uname -a` on the box\n" + "x" * 5000 + "\n")
+    assert piped.returncode == 2, piped.stderr
+    assert piped.stderr == LIMIT_LINE
+    assert [json.loads(line)["query"] for line in piped.stdout.splitlines()] == ["run `uname -a` on the box"]
