@@ -1,4 +1,5 @@
-"""The service's limits and failure answers, through a real sidecar on a real unix socket.
+"""The service's limits and failure answers, through a real sidecar on a real unix socket;
+and, at the end, the service itself (ToolAgent) without gRPC.
 
 Issue parts 3, 4 and 6: no request may stall the event loop or grow without
 bound, every failure of a call is a ``CallResult`` in words (never
@@ -26,8 +27,10 @@ from google.protobuf import struct_pb2
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 from agent.confirm import ConfirmBook
+from agent.match.index import SUGGESTION
+from agent.registry import Registry
 from agent.server import Sidecar
-from agent.service import Admission, LimitExceeded, Limits, log_text
+from agent.service import DEFAULT_TOP_K, MAX_TOP_K, Admission, LimitExceeded, Limits, ToolAgent, log_text
 from tests.support import tool_text
 
 WriteTool = Callable[..., Path]
@@ -424,3 +427,156 @@ def test_a_limit_that_is_not_a_positive_integer_is_a_usage_error(tmp_path: Path)
                            "--max-in-flight", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "limit max_in_flight must be a positive integer, not 0" in done.stderr
+
+
+# ---------------------------------------------------------------- the service itself, without gRPC
+#
+# ToolAgent over a Registry of real tool folders (tmp_path), with real shell children: what
+# both the server and the in-process CLI answer, checked where it is decided.
+
+REGIONS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo",
+           "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor",
+           "whiskey", "xray", "yankee"]
+
+
+def put(root: Path, name: str, text: str | None = None, **options: object) -> Path:
+    """A tool folder named after its tool, as the format requires."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "TOOL.hdlp"
+    path.write_text(text if text is not None else tool_text(name, **options), encoding="utf-8")
+    return path
+
+
+def agent_over(root: Path, **options: object) -> ToolAgent:
+    """A ToolAgent over ``root`` as served: scanned, then calibrated (no embedder: cheap)."""
+    registry = Registry([str(root)])
+    registry.rescan()
+    registry.refresh_semantics()
+    return ToolAgent(registry, **options)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """25 tools that differ by one word: more than MAX_TOP_K of them match a request about reports."""
+    root = tmp_path_factory.mktemp("reports")
+    for region in REGIONS:
+        put(root, f"report-{region}", intent=f"show the sales report for the {region} region")
+    return root
+
+
+def test_match_found_gives_ranked_candidates_with_their_tools(reports: Path) -> None:
+    agent = agent_over(reports)
+    reply = agent.match("show the sales report for the kilo region")
+    assert reply.found and reply.suggestion == ""
+    assert reply.candidates[0].name == "report-kilo"
+    assert reply.candidates[0].tool.intent == "show the sales report for the kilo region"
+    assert all(c.tool.name == c.name for c in reply.candidates)
+    scores = [c.score for c in reply.candidates]
+    assert scores == sorted(scores, reverse=True) and all(0.0 < s <= 1.0 for s in scores)
+    assert not reply.near_misses and reply.explanation == ""   # explain was not asked for
+
+
+def test_match_not_found_is_the_suggestion_and_no_candidates(reports: Path) -> None:
+    agent = agent_over(reports, threshold=1.5)   # scores are in [0, 1]: every hit is a near miss
+    reply = agent.match("kilo sales")
+    assert not reply.found and reply.suggestion == SUGGESTION
+    assert not reply.candidates and not reply.near_misses and reply.explanation == ""
+    explained = agent.match("kilo sales", explain=True)
+    assert not explained.found and explained.suggestion == SUGGESTION and not explained.candidates
+    assert explained.near_misses and explained.near_misses[0].name == "report-kilo"
+    assert all(0.0 < c.score <= 1.0 for c in explained.near_misses)
+    assert "report-kilo" in explained.explanation and "threshold" in explained.explanation
+    nothing = agent.match("给我讲个关于程序员的笑话", explain=True)   # shares no word with any tool
+    assert not nothing.found and not nothing.near_misses and nothing.explanation
+
+
+@pytest.mark.parametrize("top_k, expected", [(0, DEFAULT_TOP_K), (-5, DEFAULT_TOP_K), (1, 1), (5, 5),
+                                             (MAX_TOP_K, MAX_TOP_K), (MAX_TOP_K + 1, MAX_TOP_K), (1000, MAX_TOP_K)])
+def test_match_top_k_defaults_to_3_and_is_capped(reports: Path, top_k: int, expected: int) -> None:
+    agent = agent_over(reports, threshold=0.0)   # every tool that shares a word is a candidate
+    reply = agent.match("show the sales report", top_k)
+    assert reply.found and len(reply.candidates) == expected
+    assert len({c.name for c in reply.candidates}) == expected
+
+
+def test_list_tools_is_sorted_and_names_a_broken_file_by_line_and_column(tmp_path: Path) -> None:
+    for name in ("zulu", "alpha", "mike"):
+        put(tmp_path, name)
+    text = tool_text("broken").replace("created: 2026-11-30", "created: someday")
+    broken = put(tmp_path, "broken", text)
+    line = text.splitlines().index("created: someday") + 1
+    reply = agent_over(tmp_path).list_tools()
+    assert [t.name for t in reply.tools] == ["alpha", "mike", "zulu"]
+    [error] = reply.errors
+    assert (error.path, error.line, error.column) == (str(broken), line, 10)
+    assert error.message == "created must be a date YYYY-MM-DD, found 'someday'"
+    assert error.serving_previous == ""
+
+
+ECHO = "{ word: { type: string, required: true } }"
+
+
+async def test_call_of_an_unknown_tool_is_not_found_with_a_did_you_mean(tmp_path: Path) -> None:
+    put(tmp_path, "say-hello", command="echo {word}", params=ECHO)
+    agent = agent_over(tmp_path)
+    result = await agent.call("say-helo", {"word": "hi"})
+    assert not result.ok and not result.found
+    assert result.tool == "say-helo" and result.suggestion == SUGGESTION
+    assert result.error == "no tool named 'say-helo' is registered; did you mean 'say-hello'?"
+    far = await agent.call("qqqqqqqq", {})
+    assert not far.found and far.error == "no tool named 'qqqqqqqq' is registered"
+
+
+async def test_bad_params_name_the_param_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    put(tmp_path, "count-up", command=f"sh -c \"touch '{marker}'; echo $0\" {{count}}",
+        params="{ count: { type: integer, required: true } }")
+    agent = agent_over(tmp_path)
+    wrong = await agent.call("count-up", {"count": "many"})
+    assert wrong.found and not wrong.ok
+    assert [p.param for p in wrong.param_errors] == ["count"]
+    assert wrong.error == "invalid parameters: count; nothing ran"
+    missing = await agent.call("count-up", {})
+    assert [p.param for p in missing.param_errors] == ["count"] and not missing.ok
+    assert not marker.exists()   # neither call started the command
+    right = await agent.call("count-up", {"count": "7"})   # text is coerced by the schema
+    assert right.ok and right.output == b"7\n" and marker.exists()
+
+
+async def test_a_shell_tool_that_echoes_answers_its_output_and_exit_code(tmp_path: Path) -> None:
+    put(tmp_path, "say", command="echo {word}", params=ECHO)
+    result = await agent_over(tmp_path).call("say", {"word": "hello; rm -rf nothing"})
+    assert result.ok and result.found
+    assert result.output == b"hello; rm -rf nothing\n"   # one argument, not shell syntax
+    assert result.exit_code == 0 and result.stderr == b"" and result.error == ""
+    assert (result.tool, result.executor) == ("say", "shell")
+
+
+async def test_a_failing_shell_tool_answers_its_stderr_and_exit_code(tmp_path: Path) -> None:
+    put(tmp_path, "fail", command='sh -c "echo \\"$0\\" >&2; exit 3" {word}', params=ECHO)
+    result = await agent_over(tmp_path).call("fail", {"word": "broken-pipe"})
+    assert result.found and not result.ok
+    assert result.exit_code == 3
+    assert result.stderr == b"broken-pipe\n" and result.output == b""
+
+
+async def test_require_confirm_is_two_steps_and_the_token_runs_once(tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    put(tmp_path, "wipe", command=f"sh -c \"echo $0 >> '{log}'; echo done\" {{word}}", params=ECHO, confirm=True)
+    agent = agent_over(tmp_path)
+    asked = await agent.call("wipe", {"word": "first"})
+    assert asked.found and not asked.ok and asked.needs_confirmation
+    assert asked.confirm_token and asked.confirm_expires_unix_ms > time.time() * 1000
+    assert "requires confirmation" in asked.error and not log.exists()
+
+    other = await agent.call("wipe", {"word": "second"}, confirm_token=asked.confirm_token)
+    assert not other.ok and not other.needs_confirmation
+    assert other.error == "confirm_token was issued for other parameters (or an older definition of the tool)"
+    assert not log.exists()
+
+    confirmed = await agent.call("wipe", {"word": "first"}, confirm_token=asked.confirm_token)
+    assert confirmed.ok and confirmed.output == b"done\n"
+    again = await agent.call("wipe", {"word": "first"}, confirm_token=asked.confirm_token)
+    assert not again.ok and "unknown or already used confirm_token" in again.error
+    assert log.read_text() == "first\n"   # ran exactly once
