@@ -28,6 +28,7 @@ has its vectors, the index ranks lexically, with the lexical calibration.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import marshal
 import math
 import pkgutil
@@ -180,9 +181,13 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
     """The per-tool part of indexing; pure, so it can be stored and reused."""
     concepts = vocabulary.find if vocabulary is not None else None
     an = backend.terms
+    memo: dict[str, Terms] = {}
 
     def t(text: str) -> Terms:
-        return an(text, concepts) if text else {}
+        got = memo.get(text)
+        if got is None:
+            got = memo[text] = an(text, concepts) if text else {}
+        return got
 
     params: Terms = {}
     slots: Terms = {}
@@ -198,8 +203,12 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
     for kw in tool.trigger_keywords:
         for term, w in t(kw).items():
             keywords[term] = max(keywords.get(term, 0.0), w)
+    # Background fields keep their words and bigrams; single characters and
+    # pinyin (recall, typos) come from the fields that say what the tool is.
+    params = {term: w for term, w in params.items() if term[0] not in "uy"}
+    why = {term: w for term, w in t(tool.why).items() if term[0] not in "uy"}
     fields = [("display", t(tool.display)), ("intent", t(tool.intent)), ("keywords", keywords),
-              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("why", t(tool.why)), ("params", params),
+              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("why", why), ("params", params),
               ("slots", slots)]
     weights = backend.presences(fields)
     strong = {term for term, p in weights.items() if p >= 0.3}
@@ -379,6 +388,7 @@ class Index:
 
         for name in remove:
             drop(name)
+        upserted: list[ToolAnalysis] = []
         for item in upsert:
             if isinstance(item, ToolAnalysis):
                 if item.fingerprint != self._fingerprint:
@@ -388,11 +398,12 @@ class Index:
                 a = analyze(item, self._vocabulary, self._backend)
             drop(a.name)
             entries[a.name] = a
+            upserted.append(a)
             for term, p in a.weights.items():
                 own(term)[a.name] = p
         index = Index(self._vocabulary, entries, postings, self._embedder, vectors, self._backend,
                       self.calibration, self.lexical_calibration)
-        index._vectors.update(index._stored_vectors(a for a in entries.values() if a.name not in vectors))
+        index._vectors.update(index._stored_vectors(a for a in upserted if a.name not in vectors))
         return index
 
     def with_vectors(self, computed: Mapping[str, tuple[str, np.ndarray]],
@@ -545,8 +556,8 @@ class Index:
                     terms.append(term)
             acc[ho.name] = mass
             matched[ho.name] = terms
-        share = {name: mass / total for name, mass in acc.items()}
-        lex_top = sorted(share, key=share.__getitem__, reverse=True)[:_CANDIDATES]
+        lex_top = heapq.nlargest(_CANDIDATES, acc, key=acc.__getitem__)
+        share = _Share(acc, total)
         lex_rank = {name: i for i, name in enumerate(lex_top)}
         # The same share over the request's words alone (English words, Chinese
         # words, concepts, values): bigram and character noise left out.
@@ -608,7 +619,6 @@ class Index:
         q_words = set(_words(norm_intent))
         best_share = sorted((share.get(c, 0.0) for c in candidates), reverse=True)
         best_cos = sorted((cos.get(c, 0.0) for c in candidates), reverse=True) if use_sem else []
-        logits: dict[str, float] = {}
         ev: dict[str, dict[str, float]] = {}
         referred: dict[str, float] = {}
         for name in candidates:
@@ -656,9 +666,7 @@ class Index:
             op_miss = 1.0 if asked_ops and not any(op in a.weights for op in asked_ops) else 0.0
             e = {"share": s, "wshare": wshare, "tcov": tcov, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex,
                  "op_miss": op_miss}
-            logit = (w["bias"] + w["share"] * s + w.get("wshare", 0.0) * wshare + w.get("lrank", 0.0) * lrank
-                     + w.get("tcov", 0.0) * tcov - w.get("op_miss", 0.0) * op_miss
-                     + w["lgap"] * lgap + w["kw"] * kw - w["ng_lex"] * ng_lex)
+
             if use_sem and qv is not None:
                 c = cos.get(name)
                 if c is None:
@@ -675,32 +683,60 @@ class Index:
                         ng_line = j
                 srank = 1.0 / (1.0 + sem_rank.get(name, _CANDIDATES))
                 e.update(cos=c, z=z, gap=gap, ng_sem=ng_sem, srank=srank)
-                logit += w["z"] * z + w["gap"] * gap - w["ng_sem"] * ng_sem + w.get("srank", 0.0) * srank
             push = max(ng_lex / 0.1, ng_sem / 0.01)
             if ng_line >= 0 and push >= 1.0:
                 ref = a.non_goals[ng_line][1]
                 if ref and ref in self._entries and ref != name:
                     referred[ref] = max(referred.get(ref, 0.0), min(push, 3.0) / 3.0)
                 e["ng_line"] = float(ng_line)
-            logits[name] = logit
             ev[name] = e
         for ref, r in referred.items():
-            if ref not in logits:  # a referred tool that had no evidence of its own
-                logits[ref] = w["bias"]
+            if ref not in ev:  # a referred tool that had no evidence of its own
                 ev[ref] = {"share": share.get(ref, 0.0)}
-            logits[ref] += w["ref"] * r
             ev[ref]["ref"] = r
+        # The shipped weights rank (fitted across registries, they rank best); the
+        # registry's calibrated weights say how sure the answer is, and so decide found.
+        prior = SEMANTIC_WEIGHTS if use_sem else LEXICAL_WEIGHTS
+        order = weights or prior
         hits = []
-        for name, logit in logits.items():
-            score = _sigmoid(cal.scale * logit + cal.shift)
-            e = ev[name]
+        for name, e in ev.items():
+            logit = _logit(w, e)
             e["logit"] = logit
+            e["rank"] = _logit(order, e)
+            score = _sigmoid(cal.scale * logit + cal.shift)
             hits.append(Hit(name, round(score, 4), tuple(_readable(matched.get(name, ()))), e))
-        hits.sort(key=lambda h: (-h.score, h.name))
+        hits.sort(key=lambda h: (-h.evidence["rank"], h.name))
         return hits, missing
 
 
 _SHOWN = 24  # terms shown to a person; a long request is not explained word by word
+
+
+class _Share:
+    """A tool's share of the request, computed when asked (a big registry matches thousands a little)."""
+
+    __slots__ = ("_acc", "_total")
+
+    def __init__(self, acc: dict[str, float], total: float) -> None:
+        self._acc = acc
+        self._total = total
+
+    def get(self, name: str, default: float = 0.0) -> float:
+        mass = self._acc.get(name)
+        return default if mass is None else mass / self._total
+
+
+_NEGATIVE = frozenset({"ng_lex", "ng_sem", "op_miss"})  # evidence against a tool
+
+
+def _logit(w: Mapping[str, float], e: Mapping[str, float]) -> float:
+    """The weighted sum of one candidate's evidence (features it lacks count as 0)."""
+    total = w.get("bias", 0.0)
+    for feature, value in e.items():
+        weight = w.get(feature)
+        if weight is not None and feature != "bias":
+            total += -weight * value if feature in _NEGATIVE else weight * value
+    return total
 
 
 def _readable(terms: Iterable[str]) -> list[str]:

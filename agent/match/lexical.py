@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "accumulate", "idf", "presences"]
+__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "idf", "presences"]
 
 # Fields of a tool and how much one occurrence of a term in them counts.
 # ``slots`` are the kinds of value the parameters take (p:path, p:url ...).
@@ -36,6 +36,8 @@ REF_LEN = 40.0     # a fixed reference length: updates never have to re-saturate
 ALPHA = 0.3        # damps the share of very short requests
 OOV_FACTOR = 0.6   # a term no tool has counts this share of the largest idf
 TYPO_FACTOR = 0.7  # a word corrected by one edit counts this much
+WEAK_SPREAD = 64   # a character or pinyin term in more tools than this only refines (see accumulate)
+COMMON_SPREAD = 256  # any term in more tools than this only refines, once candidates exist
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -105,7 +107,11 @@ def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n
     missing: list[str] = []
     total = ALPHA
     oov_idf = idf(n, 0) * OOV_FACTOR
-    for term, qw in query.items():
+    weak: list[tuple[str, float, dict[str, float]]] = []
+    # Rare terms first: once they have found candidates, a term that hundreds of
+    # tools share only refines those (MaxScore-like); a tool that shares nothing
+    # but common terms with the request cannot outrank them.
+    for term, qw in sorted(query.items(), key=lambda kv: len(postings.get(kv[0], ()))):
         plist = postings.get(term)
         weight = qw
         if plist is None and term.startswith("w:"):
@@ -117,13 +123,35 @@ def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n
             total += qw * oov_idf
             missing.append(term)
             continue
-        w = weight * idf(n, len(plist))
-        total += qw * idf(n, len(plist))
-        for name, p in plist.items():
-            acc[name] = acc.get(name, 0.0) + w * p
-            m = matched.get(name)
-            if m is None:
-                matched[name] = [term]
-            else:
-                m.append(term)
+        term_idf = idf(n, len(plist))
+        total += qw * term_idf
+        if (term[0] in "uy" and len(plist) > WEAK_SPREAD) or (len(plist) > COMMON_SPREAD and len(acc) >= 32):
+            weak.append((term, weight * term_idf, plist))  # see below
+            continue
+        _add(acc, matched, term, weight * term_idf, plist)
+    # A single character or a pinyin shared by hundreds of tools only refines
+    # the tools the request's words already found: walking its whole posting
+    # list would cost more than the rest of the match and change no ranking.
+    for term, w, plist in weak:
+        if len(acc) < len(plist):
+            for name in list(acc):
+                p = plist.get(name)
+                if p is not None:
+                    acc[name] += w * p
+                    matched[name].append(term)
+        else:
+            for name, p in plist.items():
+                if name in acc:
+                    acc[name] += w * p
+                    matched[name].append(term)
     return acc, total, matched, missing
+
+
+def _add(acc: dict[str, float], matched: dict[str, list[str]], term: str, w: float, plist: dict[str, float]) -> None:
+    for name, p in plist.items():
+        acc[name] = acc.get(name, 0.0) + w * p
+        m = matched.get(name)
+        if m is None:
+            matched[name] = [term]
+        else:
+            m.append(term)

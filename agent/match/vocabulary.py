@@ -21,6 +21,7 @@ File format (UTF-8; blank lines and ``#`` lines skipped)::
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator, Sequence
 from importlib import resources
 
@@ -34,6 +35,10 @@ _MAX_CJK = 8     # longest Chinese form looked up
 _MAX_WORDS = 4   # longest English form, in words
 
 
+_CJK_RUN = re.compile("[\u3400-\u9fff\uf900-\ufaff]+")
+_LATIN = re.compile("[a-z0-9]+", re.I)
+
+
 class VocabularyError(ValueError):
     """A vocabulary file that cannot be read; the message names file and line."""
 
@@ -45,7 +50,7 @@ def _is_cjk(ch: str) -> bool:
 class Vocabulary:
     """Forms to concepts; immutable. ``concepts(text)`` is what the analysis calls."""
 
-    __slots__ = ("kinds", "sources", "fingerprint", "_cjk", "_latin")
+    __slots__ = ("kinds", "sources", "fingerprint", "_cjk", "_latin", "_first")
 
     def __init__(self, entries: Sequence[tuple[str, str, str]], sources: Sequence[str]) -> None:
         self.kinds: dict[str, str] = {}
@@ -67,6 +72,10 @@ class Vocabulary:
                 elif not words:
                     continue
         self.fingerprint = digest.hexdigest()[:16]
+        # the longest form starting with each character: most characters start none
+        self._first: dict[str, int] = {}
+        for form in self._cjk:
+            self._first[form[0]] = max(self._first.get(form[0], 0), len(form))
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -84,24 +93,19 @@ class Vocabulary:
         seen: set[str] = set()
         covered: set[int] = set()
         cjk = self._cjk
-        start = 0
-        run: list[str] = []
-        for at, ch in enumerate(text + "\0"):
-            if _is_cjk(ch):
-                if not run:
-                    start = at
-                run.append(ch)
-                continue
-            if run:
-                s = "".join(run)
-                for i in range(len(s)):
-                    for j in range(i + 1, min(len(s), i + _MAX_CJK) + 1):
-                        hit = cjk.get(s[i:j])
-                        if hit:
-                            seen.update(hit)
-                            if j - i >= 2:
-                                covered.update(range(start + i, start + j))
-                run = []
+        first = self._first
+        for m in _CJK_RUN.finditer(text):
+            s, start = m.group(), m.start()
+            for i in range(len(s)):
+                longest = first.get(s[i])
+                if longest is None:
+                    continue
+                for j in range(i + 1, min(len(s), i + longest) + 1):
+                    hit = cjk.get(s[i:j])
+                    if hit:
+                        seen.update(hit)
+                        if j - i >= 2:
+                            covered.update(range(start + i, start + j))
         words = [stem(w) for w in _latin_words(text)]
         latin = self._latin
         for i in range(len(words)):
@@ -113,17 +117,7 @@ class Vocabulary:
 
 
 def _latin_words(text: str) -> list[str]:
-    out: list[str] = []
-    word: list[str] = []
-    for ch in text:
-        if ch.isascii() and ch.isalnum():
-            word.append(ch)
-        elif word:
-            out.append("".join(word))
-            word = []
-    if word:
-        out.append("".join(word))
-    return out
+    return _LATIN.findall(text)
 
 
 def _parse(text: str, src: str, kinds: dict[str, str]) -> list[tuple[str, str, str]]:
