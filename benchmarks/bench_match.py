@@ -291,7 +291,7 @@ def quality(sets: dict[str, tuple[str, str, str]], vocab: Vocabulary | None, emb
     emb_ranked: dict[str, tuple[list[Query], list[list[tuple[str, float]]]]] = {}
     registries: dict[str, list[ToolDef]] = {}
     t_all = time.perf_counter()
-    for name, (kind, reg, qfile) in sets.items():
+    for name, (_kind, reg, qfile) in sets.items():
         tools = read_tools(reg)
         if not tools:
             raise SystemExit(f"no TOOL.hdlp under {reg}")

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     final: dict[bool, dict[str, float]] = {}
     print(f"\nfitted on {', '.join(data)} (top {args.candidates} candidates of each labelled request, "
           f"strength {args.strength}):")
-    for sem, feats, prior, label in modes:
+    for sem, feats, prior, _label in modes:
         w = fitted(sem, list(data))
         final[sem] = w
         n_rows = sum(len(rows_of[(n, sem)][1]) for n in data)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nleave-one-set-out cross-validation, hit@1/hit@3/none_acc at threshold {DEFAULT_THRESHOLD}")
     print("  (fixed: the weights used as they are; +calibration: as the prior the held-out registry's own")
     print("   calibration starts from, which is how a registry serves)")
-    for sem, feats, prior, label in modes:
+    for sem, _feats, prior, _label in modes:
         print(f"  sem={sem}")
         print(f"    {'held out':9s} {'shipped fixed':>18s} {'shipped +calib':>18s} {'fitted fixed':>18s} "
               f"{'fitted +calib':>18s}")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {held:9s} " + " ".join(f"{fmt(r):>18s}" for r in reps.values()), flush=True)
         mean = {k: (sum(r.hit1 for r in v) / len(v), sum(r.hit3 for r in v) / len(v),
                     sum(r.none_acc for r in v) / len(v)) for k, v in sums.items()}
-        print(f"    {'mean':9s} " + " ".join(f"{'%.3f/%.3f/%.3f' % m:>18s}" for m in mean.values()))
+        print(f"    {'mean':9s} " + " ".join(f"{'{:.3f}/{:.3f}/{:.3f}'.format(*m):>18s}" for m in mean.values()))
 
     print("\nto paste into agent/match/index.py (fitted on all three development sets):")
     for sem, feats, _, label in modes:
