@@ -137,7 +137,7 @@ class CacheAgent:
         self._wake = asyncio.Event()
         self._semantic_task: asyncio.Task[None] | None = None
         self._semantic_again = False
-        self._semantic_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bitong-vectors")
+        self._semantic_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def mode(self) -> str:
@@ -173,6 +173,8 @@ class CacheAgent:
 
     async def _run_semantics(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._semantic_pool is None:
+            self._semantic_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bitong-vectors")
         while True:
             self._semantic_again = False
             try:
@@ -195,6 +197,9 @@ class CacheAgent:
             except asyncio.CancelledError:
                 pass
             self._semantic_task = None
+        if self._semantic_pool is not None:  # its thread ends once a step under way is done
+            self._semantic_pool.shutdown(wait=False, cancel_futures=True)
+            self._semantic_pool = None
         if self._task is not None:
             self._task.cancel()
             try:
