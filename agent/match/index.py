@@ -14,10 +14,11 @@ For each request the index gathers evidence for the tools that could fit:
   (by words), pushes the tool away; a tool the line refers to ("用 X")
   gains.
 
-The evidence is combined into a logit, and the logit into a probability-like
-score by the registry's own calibration (:mod:`agent.match.calibrate`:
-pseudo-requests made from the tools' texts, never from eval queries). One
-threshold on that score decides ``found``.
+The shipped weights (fitted across development registries) rank the
+candidates; the registry's own calibration (:mod:`agent.match.calibrate`:
+pseudo-requests made from the tools' texts, never from eval queries) turns
+the same evidence into a probability-like score. One threshold on the first
+candidate's score decides ``found``.
 
 The index is immutable: :meth:`Index.updated` returns a new one sharing what
 the change did not touch, :meth:`Index.with_vectors` one with more tool
