@@ -633,18 +633,14 @@ class Index:
             ng_sem = 0.0
             ng_line = -1
             for i, (distinct, _ref, _text) in enumerate(a.non_goals):
-                hit = sum(q[t] for t in distinct if t in q)
-                if hit:
-                    mass = 0.0
-                    for term in distinct:
-                        qw = q.get(term)
-                        if qw is not None:
-                            plist = self._postings.get(term)
-                            mass += qw * (self._backend.idf(n, len(plist)) if plist else
-                                          self._backend.idf(n, 0) * 0.6)
-                    frac = mass / total
-                    if frac > ng_lex:
-                        ng_lex, ng_line = frac, i
+                mass = 0.0
+                for term in distinct:
+                    qw = q.get(term)
+                    if qw is not None:
+                        plist = self._postings.get(term)
+                        mass += qw * (idf(n, len(plist)) if plist else oov_idf)
+                if mass / total > ng_lex:
+                    ng_lex, ng_line = mass / total, i
             wmass = 0.0
             for term, weight in word_terms:
                 p = self._postings[term].get(name)
