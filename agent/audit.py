@@ -111,10 +111,10 @@ class Redactor:
             return str(value)
         if isinstance(value, Mapping):
             items = list(value.items())
-            shown = {str(k): self.value(v, str(k), depth + 1) for k, v in items[:MAX_ITEMS]}
+            kept = {str(k): self.value(v, str(k), depth + 1) for k, v in items[:MAX_ITEMS]}
             if len(items) > MAX_ITEMS:
-                shown["…"] = f"{len(items) - MAX_ITEMS} more"
-            return shown
+                kept["…"] = f"{len(items) - MAX_ITEMS} more"
+            return kept
         if isinstance(value, (list, tuple)):
             listed = [self.value(v, "", depth + 1) for v in value[:MAX_ITEMS]]
             if len(value) > MAX_ITEMS:
@@ -290,12 +290,11 @@ class AuditLog:
     def _sync_loop(self) -> None:
         while True:
             with self._lock:
-                if self._closed:
-                    return
-                if self._unsynced < self.sync_lines:
+                if not self._closed and self._unsynced < self.sync_lines:
                     self._wake.wait(self.sync_interval_s)
-                if self._closed:
-                    return
+                closed = self._closed
+            if closed:
+                return
             self.sync()
 
     def close(self) -> None:

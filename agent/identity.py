@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["Caller", "ANONYMOUS", "Unauthenticated", "VIA_UNIX", "VIA_MTLS", "VIA_TOKEN", "VIA_LOOPBACK",
-           "unix_peer", "check_token", "bearer"]
+__all__ = ["Caller", "ANONYMOUS", "Authenticator", "Unauthenticated", "VIA_UNIX", "VIA_MTLS", "VIA_TOKEN",
+           "VIA_LOOPBACK", "unix_peer", "check_token", "bearer"]
 
 VIA_UNIX = "unix-peer-uid"     # SO_PEERCRED on the unix socket
 VIA_MTLS = "mtls-subject"      # the client certificate's subject, verified against --tls-client-ca
@@ -47,6 +47,8 @@ class Caller:
 
 ANONYMOUS = Caller("anonymous", VIA_LOOPBACK)
 
+Metadata = Iterable[tuple[str, str | bytes]]
+
 
 class Unauthenticated(Exception):
     """The request names no caller the server accepts; ``str()`` says why (never a secret)."""
@@ -56,7 +58,7 @@ def unix_peer(uid: int) -> Caller:
     return Caller(f"uid:{uid}", VIA_UNIX, uid)
 
 
-def bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+def bearer(metadata: Metadata | None) -> str | None:
     """The token of an ``authorization: Bearer <token>`` header, None without one; raises for a malformed one."""
     found: str | None = None
     for key, value in metadata or ():
@@ -84,3 +86,51 @@ def check_token(presented: str, tokens: Mapping[str, str]) -> str | None:
         if hmac.compare_digest(given, value.encode("utf-8", "replace")):
             match = name
     return match
+
+
+
+@dataclasses.dataclass
+class Authenticator:
+    """Who is calling, from what the transport and the request carry; raises :class:`Unauthenticated`.
+
+    In this order: a bearer token, when one is presented, must match a
+    configured one and names the caller (on the unix socket too, where it
+    says which of several agents of one uid calls); else the unix peer's uid;
+    else the verified client certificate's subject; else, only where
+    ``anonymous`` is allowed (loopback TCP without any authentication
+    configured), the anonymous caller.
+    """
+
+    tokens: Callable[[], Mapping[str, str]] = dict          # name -> current value, read at each request
+    unix_peers: Callable[[str], Caller | None] | None = None   # the unix front's peer -> caller map
+    mtls: bool = False
+    anonymous: bool = False
+
+    def authenticate(self, peer: str, auth_context: Mapping[str, Iterable[bytes]], metadata: Metadata | None
+                     ) -> Caller:
+        token = bearer(metadata)
+        unix = self.unix_peers(peer) if self.unix_peers is not None else None
+        if token is not None:
+            configured = self.tokens()
+            if not configured:
+                raise Unauthenticated("a bearer token was presented, but this server has no [auth.tokens] "
+                                      "configured")
+            name = check_token(token, configured)
+            if name is None:
+                raise Unauthenticated("the bearer token matches none of the server's [auth.tokens]")
+            return Caller(name, VIA_TOKEN, unix.uid if unix is not None else None)
+        if self.unix_peers is not None:
+            if unix is None:
+                raise Unauthenticated("this connection did not come through the server's unix socket, so "
+                                      "its peer is unknown")
+            return unix
+        if self.mtls:
+            subject = next(iter(auth_context.get("x509_subject", ())), b"")
+            if subject:
+                return Caller(subject.decode("utf-8", "replace"), VIA_MTLS)
+        if self.anonymous:
+            return ANONYMOUS
+        how = ["a bearer token (authorization: Bearer <token>)"] if self.tokens() else []
+        if self.mtls:
+            how.append("a client certificate signed by the server's --tls-client-ca")
+        raise Unauthenticated(f"this server needs the caller to say who it is: {' or '.join(how) or 'nothing'}")
