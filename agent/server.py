@@ -123,7 +123,8 @@ class Servicer(pb_grpc.ToolAgentServicer):
         except (Unauthenticated, SecretUnavailable) as exc:
             message = str(exc)
         if call is not None:
-            trail = Trail(rpc=rpc, refused=("UNAUTHENTICATED", message))
+            trail = Trail(rpc=rpc, caller=Caller("unauthenticated", f"none (peer {context.peer()})"),
+                          refused=("UNAUTHENTICATED", message))
             self.agent.audit_line(trail, call.tool, {}, None)
         log.warning("refused a caller from %s: %s", context.peer(), message)
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
