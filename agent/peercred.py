@@ -33,6 +33,8 @@ import socket
 import stat
 import struct
 import tempfile
+from collections.abc import Callable
+from typing import cast
 
 from .identity import Caller, unix_peer
 
@@ -42,7 +44,6 @@ log = logging.getLogger("bitong.server")
 
 DEFAULT_SOCKET_MODE = 0o600
 _CREDS = struct.Struct("3i")   # struct ucred: pid, uid, gid
-_CHUNK = 256 * 1024
 
 
 def parse_mode(text: str) -> int:
@@ -70,7 +71,7 @@ class UnixFront:
         self._peers: dict[str, Caller] = {}
         self._names = itertools.count(1)
         self._server: asyncio.AbstractServer | None = None
-        self._relays: set[asyncio.Task[None]] = set()
+        self._relays: set[_Outer] = set()
         self._ino: tuple[int, int] | None = None
 
     @property
@@ -92,52 +93,37 @@ class UnixFront:
             st = os.stat(self.path)
             self._ino = (st.st_dev, st.st_ino)
             sock.setblocking(False)
-            self._server = await asyncio.start_unix_server(self._accept, sock=sock, backlog=128)
+            self._server = await asyncio.get_running_loop().create_unix_server(
+                lambda: _Outer(self), sock=sock, backlog=128)
         except BaseException:
             sock.close()
             raise
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._relays.add(task)
-        peer = ""
-        inner_writer: asyncio.StreamWriter | None = None
+    async def _link(self, outer: _Outer, uid: int) -> None:
+        """Connect an accepted client to gRPC's socket under a fresh bound name, then relay."""
+        loop = asyncio.get_running_loop()
+        name = os.path.join(self.private, f"c{next(self._names)}")
+        peer = f"unix:{name}"
+        out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            client = writer.get_extra_info("socket")
-            _pid, uid, _gid = _CREDS.unpack(client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDS.size))
-            name = os.path.join(self.private, f"c{next(self._names)}")
-            out = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                out.bind(name)
-                out.setblocking(False)
-                peer = f"unix:{name}"
-                self._peers[peer] = unix_peer(uid)
-                await asyncio.get_running_loop().sock_connect(out, self.inner)
-            except BaseException:
-                out.close()
-                raise
-            finally:
-                try:
-                    os.unlink(name)   # the peer address gRPC reads stays with the connected socket
-                except FileNotFoundError:
-                    pass
-            inner_reader, inner_writer = await asyncio.open_unix_connection(sock=out)
-            pumps = [asyncio.ensure_future(_pump(reader, inner_writer)),
-                     asyncio.ensure_future(_pump(inner_reader, writer))]
-            try:
-                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for pump in pumps:
-                    pump.cancel()
-        except OSError as exc:
-            log.warning("unix socket %s: a connection could not be relayed: %s", self.path, exc)
-        finally:
+            out.bind(name)
+            out.setblocking(False)
+            self._peers[peer] = unix_peer(uid)
+            await loop.sock_connect(out, self.inner)
+            _, inner = await loop.create_unix_connection(lambda: _Inner(outer), sock=out)
+        except (OSError, asyncio.CancelledError) as exc:
+            out.close()
             self._peers.pop(peer, None)
-            for w in (writer, inner_writer):
-                if w is not None:
-                    w.transport.abort()
-            self._relays.discard(task)
+            outer.close()
+            if isinstance(exc, OSError):
+                log.warning("unix socket %s: a connection could not be relayed: %s", self.path, exc)
+            return
+        finally:
+            try:
+                os.unlink(name)   # the peer address gRPC reads stays with the connected socket
+            except FileNotFoundError:
+                pass
+        outer.link(inner, lambda: self._peers.pop(peer, None))
 
     def close(self) -> None:
         """Stop accepting; the connections in flight keep their relays (the server drains them)."""
@@ -148,10 +134,8 @@ class UnixFront:
     async def stop(self) -> None:
         """Stop accepting, end the relays, remove the socket (if it is still ours) and the private folder."""
         self.close()
-        for task in list(self._relays):
-            task.cancel()
-        if self._relays:
-            await asyncio.gather(*self._relays, return_exceptions=True)
+        for outer in list(self._relays):
+            outer.close()
         try:
             st = os.stat(self.path)
             if self._ino == (st.st_dev, st.st_ino):
@@ -161,13 +145,110 @@ class UnixFront:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(_CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
+class _Outer(asyncio.Protocol):
+    """The client's connection: paused until gRPC's side is connected, then bytes go straight across.
+
+    Flow control both ways: a side whose write buffer fills pauses the
+    other side's reading, so a slow reader slows the tool's output instead
+    of growing a buffer here.
+    """
+
+    def __init__(self, front: UnixFront) -> None:
+        self.front = front
+        self.transport: asyncio.Transport | None = None
+        self.inner: _Inner | None = None
+        self.forget: Callable[[], object] = lambda: None
+        self.task: asyncio.Future[None] | None = None
+        self.early: list[bytes] = []   # uvloop may deliver bytes read before pause_reading() took effect
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)   # uvloop's are not asyncio.Transport subclasses
+        self.transport.pause_reading()   # nothing to relay to yet
+        self.front._relays.add(self)
+        sock = transport.get_extra_info("socket")
+        try:
+            _pid, uid, _gid = _CREDS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDS.size))
+        except OSError as exc:
+            log.warning("unix socket %s: cannot read the peer's credentials: %s", self.front.path, exc)
+            self.close()
+            return
+        self.task = asyncio.ensure_future(self.front._link(self, uid))
+
+    def link(self, inner: _Inner, forget: Callable[[], object]) -> None:
+        self.inner = inner
+        self.forget = forget
+        if self.transport is None or self.transport.is_closing() or inner.transport is None:
+            self.close()
+            return
+        for data in self.early:
+            inner.transport.write(data)
+        self.early.clear()
+        self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.inner is not None and self.inner.transport is not None:
+            self.inner.transport.write(data)
+        else:
+            self.early.append(data)
+
+    def eof_received(self) -> bool:
+        self.close()
+        return False
+
+    def pause_writing(self) -> None:
+        if self.inner is not None and self.inner.transport is not None:
+            self.inner.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None and self.inner.transport is not None:
+            self.inner.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+        if self.inner is not None:
+            self.inner.close()
+        if self.task is not None and not self.task.done() and self.inner is None:
+            self.task.cancel()
+        self.forget()
+        self.front._relays.discard(self)
+
+
+class _Inner(asyncio.Protocol):
+    """gRPC's side of one relayed connection."""
+
+    def __init__(self, outer: _Outer) -> None:
+        self.outer = outer
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)   # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        if self.outer.transport is not None:
+            self.outer.transport.write(data)
+
+    def eof_received(self) -> bool:
+        self.outer.close()
+        return False
+
+    def pause_writing(self) -> None:
+        if self.outer.transport is not None:
+            self.outer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.outer.transport is not None:
+            self.outer.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.outer.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
 
 def _clear_stale(path: str) -> None:
