@@ -28,8 +28,8 @@ from typing import Any
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-import grpc  # noqa: E402
-from google.protobuf import struct_pb2  # noqa: E402
+import grpc
+from google.protobuf import struct_pb2
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
