@@ -59,6 +59,9 @@ _REPLY_MARGIN_S = 0.05
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 
+# How long a shutdown waits for cancelled calls to unwind (kill their process groups, write their audit line).
+_UNWIND_S = 5.0
+
 
 def _deadline(context: _Context) -> float | None:
     remaining: float | None = context.time_remaining()   # None without a deadline (the stubs say float)
@@ -319,6 +322,10 @@ class Sidecar:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
         await self.cache.stop()
         if self.agent.audit is not None:
+            # Calls the grace period cut off are being cancelled: their lines come as they unwind.
+            cut_off = [task for task in self.agent.running if not task.done()]
+            if cut_off:
+                await asyncio.wait(cut_off, timeout=_UNWIND_S)
             self.agent.audit.close()   # after the drain: every Call's line is in, and synced
 
 

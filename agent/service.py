@@ -195,6 +195,7 @@ class ToolAgent:
         self.admission = Admission(self.limits)
         self.policy = policy or CallerPolicy()   # [callers]: which tools each caller may use
         self.audit = audit                        # --audit FILE: one line per Call
+        self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
 
     # ------------------------------------------------------------ Match
 
@@ -302,6 +303,9 @@ class ToolAgent:
         """
         trail = Trail(rpc="StreamCall" if sink is not None else "Call", caller=caller)
         result: pb.CallResult | None = None
+        task = asyncio.current_task()
+        if task is not None:
+            self.running.add(task)
         try:
             result = await self._call(name, raw_params, confirm_token=confirm_token, deadline=deadline, sink=sink,
                                       trail=trail)
@@ -313,13 +317,15 @@ class ToolAgent:
             trail.refused = ("PERMISSION_DENIED", str(exc))
             raise
         except asyncio.CancelledError:
-            trail.refused = ("CANCELLED", "the caller went away; the tool was stopped")
+            trail.refused = ("CANCELLED", "cancelled (the caller went away, or the server shut down); the tool was stopped")
             raise
         finally:
             if self.audit is not None:
                 if result is None and trail.refused is None:
                     trail.refused = ("INTERNAL", "the call failed inside the sidecar (see its log)")
                 self.audit_line(trail, name, raw_params, result)
+            if task is not None:
+                self.running.discard(task)
 
     def audit_line(self, trail: Trail, name: str, raw_params: Mapping[str, Any],
                    result: pb.CallResult | None) -> None:

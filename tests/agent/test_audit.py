@@ -259,3 +259,23 @@ def test_configured_caller_tokens_are_redacted_too(monkeypatch: pytest.MonkeyPat
     config = from_dict({"auth": {"tokens": {"a": {"token_env": "CALLER_T"}}}})
     assert Redactor(config.secrets()).text("x caller-token-value y") == \
         "x [redacted: environment variable CALLER_T] y"
+
+
+async def test_a_call_cut_off_by_the_end_of_the_grace_period_is_still_a_line(
+        start_sidecar: Any, tmp_path: Path) -> None:
+    trail = tmp_path / "audit.jsonl"
+    started = tmp_path / "started"
+    car = await start_sidecar(f"unix:{tmp_path}/b.sock", audit_path=str(trail))
+    async with grpc.aio.insecure_channel(car.address) as channel:
+        call = pb_grpc.ToolAgentStub(channel).Call(_request("shell-exec", cmd=f"touch {started}; sleep 30",
+                                                            cwd="/tmp"))
+        assert await _until(lambda: _exists(started))
+        await car.stop(0.1)   # the grace ends long before the sleep: the call is cancelled
+        with pytest.raises(grpc.aio.AioRpcError):
+            await call
+    (line,) = _lines(trail)
+    assert line["outcome"] == "refused" and line["status"] == "CANCELLED"
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
