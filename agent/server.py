@@ -235,13 +235,13 @@ class Sidecar:
     async def start(self) -> None:
         """Check the listener's rules (ListenError), load the tools, open the audit file, listen."""
         anonymous = check(self.listen, self.security, tokens=bool(self.config.tokens))
-        snap = await self.cache.start()
-        for err in snap.errors:
-            log.error("%s", err)
-        if self.audit_path:
+        if self.audit_path:   # before anything starts: a trail that cannot be written stops the server
             max_bytes, keep = self.audit_options
             self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
                                         redactor=Redactor(self.config.secrets()))
+        snap = await self.cache.start()
+        for err in snap.errors:
+            log.error("%s", err)
         self.server = grpc.aio.server(options=_SERVER_OPTIONS)
         self.match_pool = concurrent.futures.ThreadPoolExecutor(self.agent.limits.match_workers,
                                                                 thread_name_prefix="bitong-match")

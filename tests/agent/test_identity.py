@@ -15,8 +15,8 @@ import pytest
 from google.protobuf import struct_pb2
 
 from agent.config import from_dict
-from agent.identity import (ANONYMOUS, VIA_MTLS, VIA_TOKEN, Authenticator, Caller, Unauthenticated, bearer,
-                            check_token)
+from agent.identity import (ANONYMOUS, VIA_MTLS, VIA_TOKEN, VIA_UNIX, Authenticator, Caller, Unauthenticated,
+                            bearer, check_token, unix_peer)
 from agent.listen import Security
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
@@ -67,6 +67,18 @@ def test_a_malformed_or_doubled_authorization_header_is_refused() -> None:
 def test_every_configured_token_is_compared() -> None:
     assert check_token(TOKEN_B, {"agent-a": TOKEN_A, "agent-b": TOKEN_B}) == "agent-b"
     assert check_token(TOKEN_A[:-1], {"agent-a": TOKEN_A}) is None
+
+
+def test_on_the_unix_socket_the_uid_unless_a_valid_token_names_the_caller() -> None:
+    peers = {"unix:/run/x/c1": unix_peer(1000)}
+    auth = Authenticator(tokens=lambda: {"agent-a": TOKEN_A}, unix_peers=peers.get)
+    assert auth.authenticate("unix:/run/x/c1", {}, []) == Caller("uid:1000", VIA_UNIX, 1000)
+    assert auth.authenticate("unix:/run/x/c1", {}, [("authorization", f"Bearer {TOKEN_A}")]) == \
+        Caller("agent-a", VIA_TOKEN, 1000)
+    with pytest.raises(Unauthenticated, match="matches none"):   # never downgraded to the uid
+        auth.authenticate("unix:/run/x/c1", {}, [("authorization", "Bearer wrong")])
+    with pytest.raises(Unauthenticated, match="did not come through"):
+        auth.authenticate("unix:", {}, [])
 
 
 def test_the_certificate_subject_is_the_caller_under_mtls() -> None:
