@@ -1,6 +1,7 @@
 """What the unix socket's SO_PEERCRED front costs: the same sidecar over its unix socket and over loopback TCP.
 
     python benchmarks/bench_unix_front.py [--rounds N] [--calls N] [--stream-mib N] [--json PATH]
+                                          [--direct-repo DIR]
 
 gRPC Python cannot say which uid is on a unix socket, so ``bitong serve
 --listen unix:PATH`` accepts on the socket itself and relays each connection
@@ -10,7 +11,9 @@ otherwise use. Two servers run as their own processes; rounds interleave
 (order alternating) so load from other work on a shared machine falls on
 both alike. Reports Call p50/p99 of ``echo hello`` with one call in flight,
 and StreamCall MB/s (10^6 bytes) of ``head -c N /dev/zero``; ratios are
-unix / tcp.
+unix / tcp. ``--direct-repo DIR`` adds a third server: a checkout from
+before the front (gRPC listening on the unix socket itself), the floor the
+relay is measured against (``unix / unix-direct``).
 """
 
 from __future__ import annotations
@@ -59,10 +62,12 @@ def _tools(root: Path) -> None:
         (root / name / "TOOL.hdlp").write_text(TOOL.format(name=name, command=command, params=params))
 
 
-def _serve(root: Path, listen: str) -> tuple[subprocess.Popen[str], str]:
+def _serve(root: Path, listen: str, repo: Path = REPO) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--no-semantic", "--no-vocabulary",
                              "--tools", str(root), "--listen", listen, "--log-level", "WARNING"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            cwd=repo, env={**env, "PYTHONPATH": str(repo)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "serving on" not in line:
@@ -82,11 +87,14 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--stream-mib", type=int, default=128)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--direct-repo", metavar="DIR", help="a checkout whose unix listener is gRPC's own")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "tools"
         _tools(root)
         servers = {"unix": _serve(root, f"unix:{tmp}/b.sock"), "tcp": _serve(root, "127.0.0.1:0")}
+        if args.direct_repo:
+            servers["unix-direct"] = _serve(root, f"unix:{tmp}/direct.sock", Path(args.direct_repo))
         try:
             stubs = {k: pb_grpc.ToolAgentStub(grpc.insecure_channel(addr)) for k, (_, addr) in servers.items()}
             echo = pb.CallRequest(tool="bench-echo")
@@ -99,7 +107,7 @@ def main() -> int:
                 for _ in range(50):
                     assert stub.Call(echo).ok
             for rnd in range(args.rounds):
-                order = list(stubs) if rnd % 2 == 0 else list(reversed(stubs))
+                order = list(stubs)[rnd % len(stubs):] + list(stubs)[:rnd % len(stubs)]
                 for k in order:
                     for _ in range(args.calls):
                         t = time.perf_counter()
@@ -121,6 +129,12 @@ def main() -> int:
     out["ratio_call_p50"] = round(out["unix"]["call_p50_ms"] / out["tcp"]["call_p50_ms"], 3)
     out["ratio_stream"] = round(out["unix"]["stream_mbps"] / out["tcp"]["stream_mbps"], 3)
     out["added_call_p50_ms"] = round(out["unix"]["call_p50_ms"] - out["tcp"]["call_p50_ms"], 3)
+    if "unix-direct" in out:
+        direct = out["unix-direct"]
+        out["ratio_call_p50_vs_direct"] = round(out["unix"]["call_p50_ms"] / direct["call_p50_ms"], 3)
+        out["ratio_stream_vs_direct"] = round(out["unix"]["stream_mbps"] / direct["stream_mbps"], 3)
+        out["added_call_p50_ms_vs_direct"] = round(out["unix"]["call_p50_ms"] - direct["call_p50_ms"], 3)
+    out["load_average"] = os.getloadavg()
     print(json.dumps(out, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
