@@ -104,9 +104,8 @@ class Redactor:
         if name and _SECRET_PARAM.search(name) and value not in (None, ""):
             return "[redacted: parameter name]"
         if isinstance(value, str):
-            cut = value[:MAX_VALUE_CHARS]
-            shown = self.text(cut)
-            return shown if len(value) <= MAX_VALUE_CHARS else f"{shown}…({len(value)} chars)"
+            shown = self.text(value)   # whole, then cut: a cut through a secret would show its start
+            return shown if len(shown) <= MAX_VALUE_CHARS else f"{shown[:MAX_VALUE_CHARS]}…({len(value)} chars)"
         if isinstance(value, float) and not math.isfinite(value):
             return str(value)
         if isinstance(value, Mapping):

@@ -189,6 +189,8 @@ def test_secrets_are_redacted_wherever_they_appear(monkeypatch: pytest.MonkeyPat
     assert shown["nested"] == [f"a [redacted: file {file_secret}] b"]
     assert shown["password"] == "[redacted: parameter name]"
     assert shown["long"].endswith("…(5000 chars)") and len(shown["long"]) < 1100
+    straddling = redactor.value("z" * 1010 + "hunter2-long-secret")   # the cut would fall inside the secret
+    assert "hunter2" not in straddling and "hunter" not in straddling
 
 
 def test_a_line_for_the_cli_reader(tmp_path: Path) -> None:
