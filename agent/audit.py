@@ -162,6 +162,7 @@ def record(trail: Trail, name: str, params: Mapping[str, Any], result: pb.CallRe
         line["version"] = tool.version
         line["sha256"] = tool.content_sha256
         line["executor"] = tool.executor
+        line["method"] = tool.method   # with a python handler's generic worker argv, the function that ran
     line["params"] = redactor.value(dict(params))
     line["confirmation"] = trail.confirmation
     if trail.refused is not None:
