@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,8 @@ def _as(name: str) -> list[tuple[str, str]]:
 
 async def test_a_caller_outside_its_allow_list_is_refused_and_nothing_runs(
         start_sidecar: Any, config: Any, tmp_path: Path) -> None:
-    car = await start_sidecar("127.0.0.1:0", config=config)
+    trail = tmp_path / "audit.jsonl"
+    car = await start_sidecar("127.0.0.1:0", config=config, audit_path=str(trail))
     marker = tmp_path / "ran"
     params = struct_pb2.Struct()
     params.update({"cmd": f"touch {marker}", "cwd": "/tmp"})
@@ -84,6 +86,11 @@ async def test_a_caller_outside_its_allow_list_is_refused_and_nothing_runs(
         assert not marker.exists()
         allowed = await stub.Call(pb.CallRequest(tool="shell-exec", params=params), metadata=_as("b"))
         assert allowed.ok and marker.exists()
+    lines = [json.loads(line) for line in trail.read_text().splitlines()]
+    assert [(e["caller"], e["rpc"], e["outcome"], e.get("status")) for e in lines] == [
+        ("agent-a", "Call", "refused", "PERMISSION_DENIED"), ("agent-a", "StreamCall", "refused", "PERMISSION_DENIED"),
+        ("agent-b", "Call", "ok", None)]
+    assert "may not use tool 'shell-exec'" in lines[0]["error"] and lines[0]["params"]["cmd"] == f"touch {marker}"
 
 
 async def test_match_and_list_tools_offer_a_caller_only_its_tools(start_sidecar: Any, config: Any) -> None:
