@@ -112,15 +112,72 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
-def _stub(address: str) -> Any:
+class _Remote:
+    """A stub for ``--server ADDR`` and the call options that say who we are (token, client certificate)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import grpc
+
+        from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+        from .listen import grpc_address
+
+        ca = _option(args, "tls_ca", "BITONG_TLS_CA")
+        cert = _option(args, "tls_cert", "BITONG_TLS_CERT")
+        key = _option(args, "tls_key", "BITONG_TLS_KEY")
+        if bool(cert) != bool(key):
+            raise SystemExit("bitong: --tls-cert and --tls-key go together (the client certificate and its key)")
+        target = grpc_address(args.server)
+        if ca or cert:
+            try:
+                creds = grpc.ssl_channel_credentials(_read(ca) if ca else None, _read(key) if key else None,
+                                                     _read(cert) if cert else None)
+            except OSError as exc:
+                raise SystemExit(f"bitong: cannot read {exc.filename}: {exc.strerror}") from None
+            channel = grpc.secure_channel(target, creds)
+        else:
+            channel = grpc.insecure_channel(target)
+        self.stub = pb_grpc.ToolAgentStub(channel)
+        token = _token(args)
+        self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _option(args: argparse.Namespace, name: str, env: str) -> str:
+    value = getattr(args, name, None)
+    return str(value) if value else os.environ.get(env, "")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _token(args: argparse.Namespace) -> str:
+    """The bearer token: from --token-file, the variable --token-env names, or BITONG_TOKEN (never argv)."""
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            return _read(path).decode("utf-8").strip()
+        except OSError as exc:
+            raise SystemExit(f"bitong: --token-file {path}: {exc.strerror}") from None
+    var = getattr(args, "token_env", None)
+    if var:
+        value = os.environ.get(var, "").strip()
+        if not value:
+            raise SystemExit(f"bitong: --token-env {var}: the variable is unset or empty")
+        return value
+    return os.environ.get("BITONG_TOKEN", "").strip()
+
+
+def _rpc_error(exc: Exception) -> int:
+    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2."""
     import grpc
 
-    from bitong.v1 import agent_pb2_grpc as pb_grpc
-
-    from .listen import grpc_address
-
-    channel = grpc.insecure_channel(grpc_address(address))
-    return pb_grpc.ToolAgentStub(channel)
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code()
+        print(f"bitong: {code.name if code else 'error'}: {exc.details()}", file=sys.stderr)
+        return EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILED
+    raise exc
 
 
 def _to_json(message: Any) -> dict[str, Any]:
@@ -148,18 +205,23 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str,
 def cmd_match(args: argparse.Namespace) -> int:
     from .service import LimitExceeded
 
+    import grpc
+
     try:
         return _match(args)
     except LimitExceeded as exc:  # the intent itself is refused, as the server answers INVALID_ARGUMENT
         print(f"bitong: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
+    except grpc.RpcError as exc:
+        return _rpc_error(exc)
 
 
 def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
     if args.server:
-        stub = _stub(args.server)
-        ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k, explain=args.explain))  # noqa: E731
+        remote = _Remote(args)
+        ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
+                                                          explain=args.explain), metadata=remote.metadata)
     else:
         agent = _local_agent(args, matching=True)
         ask = lambda q: agent.match(q, args.top_k, explain=args.explain)  # noqa: E731
@@ -238,18 +300,23 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.server:
         from google.protobuf import struct_pb2
 
-        stub = _stub(args.server)
+        import grpc
+
+        remote = _Remote(args)
 
         def send(token: str) -> pb.CallResult:
             struct = struct_pb2.Struct()
             struct.update(params)
             request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
-            reply: pb.CallResult = stub.Call(request, timeout=args.timeout)
+            reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
             return reply
 
-        result = send(args.confirm or "")
-        if result.needs_confirmation and args.yes:
-            result = send(result.confirm_token)
+        try:
+            result = send(args.confirm or "")
+            if result.needs_confirmation and args.yes:
+                result = send(result.confirm_token)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
         return _print_result(result, args.json)
 
     from .service import LimitExceeded
@@ -282,7 +349,13 @@ def _run(coro: Any) -> Any:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     if args.server:
-        reply = _stub(args.server).ListTools(pb.ListToolsRequest())
+        import grpc
+
+        remote = _Remote(args)
+        try:
+            reply = remote.stub.ListTools(pb.ListToolsRequest(), metadata=remote.metadata)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
     else:
         reply = _local_agent(args).list_tools()
     if args.json:
@@ -378,12 +451,58 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .listen import ListenError, Security
+    from .peercred import parse_mode
     from .server import serve
 
-    _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
-               embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
-               state_path=args.state, limits=_limits(args)))
+    try:
+        mode = parse_mode(args.socket_mode)
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    security = Security(tls_cert=args.tls_cert or "", tls_key=args.tls_key or "",
+                        tls_client_ca=args.tls_client_ca or "", socket_mode=mode)
+    if args.audit_max_bytes < 1024 or args.audit_keep < 0:
+        print("bitong: --audit-max-bytes must be at least 1024 and --audit-keep 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
+                   embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
+                   state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
+                   audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep))
+    except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
+
+
+def cmd_audit_log(args: argparse.Namespace) -> int:
+    """Print the audit trail (rotated files first), filtered; --json prints the lines as stored."""
+    from . import audit
+
+    try:
+        since = audit.parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not os.path.exists(args.file):
+        print(f"bitong: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    broken = 0
+    try:
+        for path, number, entry in audit.read(args.file, tool=args.tool, caller=args.caller, since=since,
+                                              rotated=not args.no_rotated):
+            if isinstance(entry, str):
+                print(f"bitong: {path}:{number}: not an audit line: {entry[:120]!r}", file=sys.stderr)
+                broken += 1
+            elif args.json:
+                print(json.dumps(entry, ensure_ascii=False))
+            else:
+                print(audit.format_line(entry))
+    except OSError as exc:
+        print(f"bitong: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_FAILED if broken else 0
 
 
 # (option, Limits field, help); kept here so `bitong serve --help` needs no grpc import
@@ -438,7 +557,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep the registry snapshot here, so a restart re-reads only what changed")
     for option, dest, text in _LIMIT_OPTIONS:
         p.add_argument(option, dest=dest, type=int, default=None, metavar="N", help=text)
+    p.add_argument("--socket-mode", default="0600", metavar="MODE",
+                   help="permission bits of a unix socket (default 0600: its owner only)")
+    p.add_argument("--tls-cert", metavar="PEM", help="the server's certificate chain (TCP listeners)")
+    p.add_argument("--tls-key", metavar="PEM", help="the server's private key")
+    p.add_argument("--tls-client-ca", metavar="PEM",
+                   help="require client certificates signed by this CA (mTLS; the caller is the subject)")
+    p.add_argument("--audit", metavar="FILE", help="append one JSON line per Call to FILE (the audit trail)")
+    p.add_argument("--audit-max-bytes", type=int, default=64 * 1024 * 1024, metavar="N",
+                   help="rotate the audit file past this size (default 67108864)")
+    p.add_argument("--audit-keep", type=int, default=5, metavar="N",
+                   help="rotated audit files kept: FILE.1 ... FILE.N (default 5)")
     p.set_defaults(func=cmd_serve)
+
+    def client(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--server", metavar="ADDR", help="a running sidecar: host:port or unix:/path")
+        p.add_argument("--token-env", metavar="VAR",
+                       help="send the bearer token held in environment variable VAR (default: BITONG_TOKEN, if set)")
+        p.add_argument("--token-file", metavar="FILE", help="send the bearer token held in FILE")
+        p.add_argument("--tls-ca", metavar="PEM", help="connect with TLS, trusting this CA (env BITONG_TLS_CA)")
+        p.add_argument("--tls-cert", metavar="PEM", help="the client certificate for mTLS (env BITONG_TLS_CERT)")
+        p.add_argument("--tls-key", metavar="PEM", help="its private key (env BITONG_TLS_KEY)")
 
     p = sub.add_parser("match", parents=[common], help="intent to the best 1-3 tools")
     roots(p)
@@ -447,7 +586,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--explain", action="store_true",
                    help="show the matched terms of each candidate, and why the answer is found or not")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("call", parents=[common], help="run one registered tool")
@@ -455,7 +594,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("tool")
     p.add_argument("params", nargs="*", metavar="key=value", help="key=value (text) or key:=json")
     p.add_argument("--json", action="store_true", help="print the CallResult in protobuf's JSON mapping")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.add_argument("--confirm", metavar="TOKEN", help="the confirm_token of an earlier call (with --server)")
     p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
@@ -464,7 +603,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.set_defaults(func=cmd_tools)
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
@@ -476,6 +615,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("queries", metavar="QUERIES.tsv")
     p.add_argument("-q", "--quiet", action="store_true", help="the summary line only")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("audit-log", parents=[common], help="read the audit trail of bitong serve --audit FILE")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--tool", metavar="NAME", help="only this tool (a glob such as 'file-*')")
+    p.add_argument("--caller", metavar="ID", help="only this caller (a glob, such as 'uid:*')")
+    p.add_argument("--since", metavar="WHEN", help="only calls since: 2026-12-02T16:00:00Z, or 30m, 2h, 1d ago")
+    p.add_argument("--json", action="store_true", help="the lines as stored (JSON lines)")
+    p.add_argument("--no-rotated", action="store_true", help="read FILE only, not FILE.1 ... FILE.N")
+    p.set_defaults(func=cmd_audit_log)
     return top
 
 

@@ -28,6 +28,18 @@ endpoint::
     token_env = "FORGEJO_TOKEN"      # sent as "Authorization: token <token>"
     owner = "zhuyuan"                # defaults for calls that do not name them
     repo = "native-repo"
+
+    [auth.tokens.agent-a]            # a caller over TCP says who it is with this bearer token
+    token_env = "BITONG_TOKEN_AGENT_A"
+    [auth.tokens.ci]
+    token_file = "/run/secrets/bitong-ci"
+
+    [callers.agent-a]                # what one caller may call (glob patterns of tool names)
+    tools = ["file-*", "git-ops"]
+    [callers."uid:1000"]             # a unix socket peer, by uid
+    tools = ["*"]
+    [callers."*"]                    # every other identified caller (without it: nothing)
+    tools = ["system-info"]
     branch = "main"
 
     [python]
@@ -65,7 +77,10 @@ from typing import Any
 from collections.abc import Mapping
 
 __all__ = ["Config", "ConfigError", "Defaults", "Endpoint", "PythonSettings", "Secret", "SecretUnavailable",
-           "Service", "HTTP_SERVICES", "load", "from_dict"]
+           "Service", "HTTP_SERVICES", "TOKEN_NAME", "load", "from_dict"]
+
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A bearer token's name: the caller id it establishes (no ``:`` or ``=``, so never a uid or a subject)."""
 
 HTTP_SERVICES = ("gatekeeper", "hlpd-api", "git-forgejo")
 """The executors whose endpoints come from the config, each a table of that name."""
@@ -190,6 +205,15 @@ class Config:
     services: Mapping[str, Service] = dataclasses.field(
         default_factory=lambda: {name: Service(name) for name in HTTP_SERVICES})
     python: PythonSettings = PythonSettings()
+    # [auth.tokens.NAME]: where each caller's bearer token lives
+    tokens: Mapping[str, Secret] = dataclasses.field(default_factory=dict)
+    # [callers.ID] tools = [...]: the tool name patterns each caller may use (empty: no per-caller policy)
+    callers: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def secrets(self) -> list[Secret]:
+        """Every configured secret's source (endpoint tokens and caller tokens), for redaction."""
+        found = [ep.token for svc in self.services.values() for ep in svc.endpoints.values() if ep.token]
+        return [*found, *self.tokens.values()]
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
@@ -212,12 +236,53 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES)
+    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
     services = {name: _service(path, name, _table(path, name, data.get(name, {}))) for name in HTTP_SERVICES}
-    return Config(path=path, defaults=defaults, services=services, python=python)
+    tokens = _tokens(path, _table(path, "auth", data.get("auth", {})))
+    callers = _callers(path, _table(path, "callers", data.get("callers", {})))
+    return Config(path=path, defaults=defaults, services=services, python=python, tokens=tokens, callers=callers)
+
+
+def _tokens(path: str, table: Mapping[str, Any]) -> dict[str, Secret]:
+    _known(path, "[auth]", table, ("tokens",))
+    named = _table(path, "auth.tokens", table.get("tokens", {}))
+    tokens: dict[str, Secret] = {}
+    for name, entry in named.items():
+        where = f"[auth.tokens.{name}]"
+        if not TOKEN_NAME.fullmatch(name):
+            raise ConfigError(f"{path}: {where}: a token's name is the caller's id: letters, digits, '.', '_' "
+                              "and '-' (at most 64), starting with a letter or digit")
+        entry = _table(path, f"auth.tokens.{name}", entry)
+        _known(path, where, entry, ("token_env", "token_file"))
+        secret = _secret(path, where, entry)
+        if secret is None:
+            raise ConfigError(f"{path}: {where}: expected token_env = \"VARIABLE\" or token_file = \"/path\"")
+        tokens[name] = secret
+    values = [(name, secret.reveal()) for name, secret in tokens.items()]
+    for i, (name, value) in enumerate(values):
+        for other, again in values[:i]:
+            if value == again:
+                raise ConfigError(f"{path}: [auth.tokens.{name}] and [auth.tokens.{other}] hold the same token: "
+                                  "a token must say which caller presents it")
+    return tokens
+
+
+def _callers(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    callers: dict[str, tuple[str, ...]] = {}
+    for name, entry in table.items():
+        where = f"[callers.{name}]" if TOKEN_NAME.fullmatch(name) else f'[callers."{name}"]'
+        entry = _table(path, f"callers.{name}", entry)
+        _known(path, where, entry, ("tools",))
+        tools = entry.get("tools")
+        if not isinstance(tools, list) or not all(isinstance(t, str) and t and not _CONTROL.search(t)
+                                                  for t in tools):
+            raise ConfigError(f"{path}: {where} tools: expected a list of tool names or patterns, "
+                              "such as [\"file-*\", \"git-ops\"] ([] allows nothing)")
+        callers[name] = tuple(tools)
+    return callers
 
 
 def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
@@ -283,6 +348,16 @@ def _endpoint(path: str, service: str, name: str, table: Mapping[str, Any], wher
     if "url" not in table:
         raise ConfigError(f"{path}: {where}: url is missing: expected url = \"http://host:port\"")
     url = _url(path, f"{where} url", table["url"])
+    token = _secret(path, where, table)
+    scheme = _text(path, f"{where} auth_scheme", table.get("auth_scheme", _AUTH_SCHEMES.get(service, "Bearer")))
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", scheme):
+        raise ConfigError(f"{path}: {where} auth_scheme: expected one word such as Bearer or token")
+    values = {k: _text(path, f"{where} {k}", table[k]) for k in extra if k in table}
+    return Endpoint(name=name, url=url, token=token, auth_scheme=scheme, **values)
+
+
+def _secret(path: str, where: str, table: Mapping[str, Any]) -> Secret | None:
+    """The token source a table names (token_env or token_file), checked readable now; None without one."""
     token: Secret | None = None
     if "token_env" in table and "token_file" in table:
         raise ConfigError(f"{path}: {where}: give token_env or token_file, not both")
@@ -302,11 +377,7 @@ def _endpoint(path: str, service: str, name: str, table: Mapping[str, Any], wher
             token.reveal()
         except SecretUnavailable as exc:
             raise ConfigError(f"{path}: {where}: {exc}") from None
-    scheme = _text(path, f"{where} auth_scheme", table.get("auth_scheme", _AUTH_SCHEMES.get(service, "Bearer")))
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", scheme):
-        raise ConfigError(f"{path}: {where} auth_scheme: expected one word such as Bearer or token")
-    values = {k: _text(path, f"{where} {k}", table[k]) for k in extra if k in table}
-    return Endpoint(name=name, url=url, token=token, auth_scheme=scheme, **values)
+    return token
 
 
 # ---------------------------------------------------------------- checks

@@ -16,13 +16,17 @@ import collections
 import dataclasses
 import difflib
 import logging
+import os
 import time
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
 from . import allowlist, params
+from .audit import AuditLog, Trail, record
+from .callers import CallerPolicy, PermissionDenied
+from .identity import Caller
 from .match.index import SUGGESTION
 from .confirm import ConfirmBook
 from .executors import Executors
@@ -181,13 +185,17 @@ class ToolAgent:
 
     def __init__(self, registry: Registry, *, executors: Executors | None = None,
                  confirm: ConfirmBook | None = None, threshold: float | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, policy: CallerPolicy | None = None,
+                 audit: AuditLog | None = None) -> None:
         self.registry = registry
         self.executors = executors or Executors()
         self.limits = limits or Limits()
         self.confirm = confirm or ConfirmBook(max_pending=self.limits.max_pending_confirmations)
         self.threshold = threshold
         self.admission = Admission(self.limits)
+        self.policy = policy or CallerPolicy()   # [callers]: which tools each caller may use
+        self.audit = audit                        # --audit FILE: one line per Call
+        self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
 
     # ------------------------------------------------------------ Match
 
@@ -200,15 +208,18 @@ class ToolAgent:
             raise LimitExceeded(INVALID_ARGUMENT, f"intent is {size} bytes; the limit is max_intent_bytes "
                                                   f"{limit}: say what the tool should do in fewer words")
 
-    def match(self, intent: str, top_k: int = 0, *, explain: bool = False) -> pb.MatchResponse:
+    def match(self, intent: str, top_k: int = 0, *, explain: bool = False,
+              caller: Caller | None = None) -> pb.MatchResponse:
         """Match one intent; raises LimitExceeded for an intent past ``max_intent_bytes``.
 
         ``explain`` adds why (and, when not found, the near misses) for a tool author.
+        ``caller``: only the tools its policy lets it call are candidates.
         """
         self.check_intent(intent)
         snap = self.registry.snapshot
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
-        result = snap.index.match(intent, k, threshold=self.threshold)
+        allowed = self._allowed(caller)
+        result = snap.index.match(intent, k, threshold=self.threshold, allowed=allowed)
         reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
         if explain:
             reply.explanation = result.explanation
@@ -223,10 +234,23 @@ class ToolAgent:
             into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
         return reply
 
-    def list_tools(self) -> pb.ListToolsResponse:
+    def _allowed(self, caller: Caller | None) -> Callable[[str], bool] | None:
+        """The caller's yes/no on a tool name, or None when every tool is allowed."""
+        if caller is None or self.policy.open:
+            return None
+        return lambda tool: self.policy.allows(caller, tool)
+
+    def list_tools(self, *, caller: Caller | None = None) -> pb.ListToolsResponse:
+        """Every tool and load error; for a ``caller`` under a policy, only its tools and their files' errors."""
         snap = self.registry.snapshot
-        reply = pb.ListToolsResponse(tools=snap.sorted_tools())
+        allowed = self._allowed(caller)
+        tools = snap.sorted_tools()
+        if allowed is not None:
+            tools = [t for t in tools if allowed(t.name)]
+        reply = pb.ListToolsResponse(tools=tools)
         for err in snap.errors:
+            if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
+                continue
             reply.errors.add(path=err.path, line=err.line, column=err.column, message=err.message,
                              serving_previous=err.serving_previous)
         return reply
@@ -267,19 +291,64 @@ class ToolAgent:
                 raise LimitExceeded(INVALID_ARGUMENT, f"parameters exceed max_params_bytes {lim.max_params_bytes}")
 
     async def call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str = "",
-                   deadline: float | None = None, sink: Sink | None = None) -> pb.CallResult:
+                   deadline: float | None = None, sink: Sink | None = None,
+                   caller: Caller | None = None) -> pb.CallResult:
         """Run one registered tool. ``deadline`` is the caller's, as a ``time.monotonic()`` instant.
 
         Raises :class:`LimitExceeded` for params past the limits, or when the
-        calls in flight and the queue are full; every other failure is a result.
+        calls in flight and the queue are full, and :class:`PermissionDenied`
+        when ``caller``'s policy does not allow the tool; every other failure
+        is a result. With an audit log, every outcome (the raised ones too)
+        is one line, written before this returns.
         """
+        trail = Trail(rpc="StreamCall" if sink is not None else "Call", caller=caller)
+        result: pb.CallResult | None = None
+        task = asyncio.current_task()
+        if task is not None:
+            self.running.add(task)
+        try:
+            result = await self._call(name, raw_params, confirm_token=confirm_token, deadline=deadline, sink=sink,
+                                      trail=trail)
+            return result
+        except LimitExceeded as exc:
+            trail.refused = (exc.code, exc.message)
+            raise
+        except PermissionDenied as exc:
+            trail.refused = ("PERMISSION_DENIED", str(exc))
+            raise
+        except asyncio.CancelledError:
+            trail.refused = ("CANCELLED", "cancelled (the caller went away, or the server shut down); the tool was stopped")
+            raise
+        finally:
+            if self.audit is not None:
+                if result is None and trail.refused is None:
+                    trail.refused = ("INTERNAL", "the call failed inside the sidecar (see its log)")
+                self.audit_line(trail, name, raw_params, result)
+            if task is not None:
+                self.running.discard(task)
+
+    def audit_line(self, trail: Trail, name: str, raw_params: Mapping[str, Any],
+                   result: pb.CallResult | None) -> None:
+        """Write one audit line (also for a Call the server refused before it reached :meth:`call`)."""
+        if self.audit is None:
+            return
+        try:
+            self.audit.write(record(trail, name, raw_params, result, self.audit.redactor))
+        except Exception:   # the trail failing must be loud, and must not turn a result into an RPC error
+            log.exception("call %s: the audit line could not be written", log_text(name))
+
+    async def _call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str,
+                    deadline: float | None, sink: Sink | None, trail: Trail) -> pb.CallResult:
         started = time.monotonic()
         self.check_params(raw_params)
         snap = self.registry.snapshot
         tool = snap.lookup(name)
+        self.policy.check(trail.caller, tool.name if tool is not None else name)   # PermissionDenied
+        trail.tool = tool
         if tool is None:
             # difflib on a huge name would cost seconds: no tool name is that long
-            close = difflib.get_close_matches(name, list(snap.tools), n=1) if len(name) <= 200 else []
+            known = [t for t in snap.tools if self.policy.allows(trail.caller, t)]
+            close = difflib.get_close_matches(name, known, n=1) if len(name) <= 200 else []
             hint = f"; did you mean '{close[0]}'?" if close else ""
             log.info("call %s: not registered", log_text(name))
             return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
@@ -315,13 +384,16 @@ class ToolAgent:
                 result.confirm_expires_unix_ms = issued.expires_unix_ms
                 result.error = (f"tool '{tool.name}' requires confirmation: call again with this confirm_token "
                                 "and the same parameters")
+                trail.confirmation = "requested"
                 log.info("call %s: confirmation requested", tool.name)
                 return result
             why = self.confirm.check(confirm_token, tool.name, tool.content_sha256, checked.params)
             if why or not self.confirm.spend(confirm_token):
+                trail.confirmation = "refused"
                 result.error = why or "confirm_token was already used"
                 log.info("call %s: confirmation refused (%s)", tool.name, log_text(result.error, limit=400))
                 return result
+            trail.confirmation = "confirmed"
 
         # The queue is bounded by the caller's deadline; the tool's timeout_ms counts from when it starts.
         if not await self.admission.enter(tool.name, deadline):
@@ -350,6 +422,11 @@ class ToolAgent:
         return result
 
 
+def _folder(path: str) -> str:
+    """The tool folder a TOOL.hdlp path is in (its name is the tool's, by convention)."""
+    return os.path.basename(os.path.dirname(path)) if path else ""
+
+
 def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.ok = outcome.ok
     result.output = outcome.stdout
@@ -365,5 +442,8 @@ def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.attempts = outcome.attempts
     result.streamed_stdout_bytes = outcome.streamed_stdout_bytes
     result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
+    result.sandboxed = outcome.sandboxed
+    result.argv.extend(outcome.argv)
+    result.http_request = outcome.http_request
     for param, message in outcome.param_errors:
         result.param_errors.add(param=param, message=message)

@@ -111,6 +111,7 @@ class PythonExecutor:
                                         stdin=fd, env=env, containment=self.containment)
         finally:
             os.close(fd)
+        outcome.argv = tuple(self.argv)
         if tail is not None:
             _explain(outcome, tail.data, True, tool.method)
         else:

@@ -485,8 +485,10 @@ class ShellExecutor:
             argv = render_argv(tool, params)
         except TemplateError as exc:
             return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
-        return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started,
-                                 containment=self.containment)
+        outcome = await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd,
+                                    started=started, containment=self.containment)
+        outcome.argv = tuple(argv)
+        return outcome
 
 
 async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, sink: Sink | None = None,

@@ -35,7 +35,7 @@ import math
 import pkgutil
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -523,10 +523,16 @@ class Index:
         return c
 
     def match(self, intent: str, top_k: int = 3, *, threshold: float | None = None,
-              semantic: bool = True) -> MatchResult:
-        """The best ``top_k`` tools for ``intent``; ``found`` if the first clears ``threshold``."""
+              semantic: bool = True, allowed: Callable[[str], bool] | None = None) -> MatchResult:
+        """The best ``top_k`` tools for ``intent``; ``found`` if the first clears ``threshold``.
+
+        ``allowed`` (a caller's policy) drops the tools it says no to before
+        the best are chosen, so a caller is offered only tools it may call.
+        """
         limit = DEFAULT_THRESHOLD if threshold is None else threshold
         scored, missing = self.evidence(intent, semantic=semantic)
+        if allowed is not None:
+            scored = [hit for hit in scored if allowed(hit.name)]
         hits = scored[:max(top_k, 0)]
         found = bool(hits) and hits[0].score >= limit
         shown = tuple(_readable(missing))

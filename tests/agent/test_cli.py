@@ -213,3 +213,52 @@ def test_in_process_match_past_the_intent_limit_is_one_line_and_exit_2(tools_roo
     assert piped.returncode == 2, piped.stderr
     assert piped.stderr == LIMIT_LINE
     assert [json.loads(line)["query"] for line in piped.stdout.splitlines()] == ["run `uname -a` on the box"]
+
+
+# ---------------------------------------------------------------- a client that says who it is
+
+async def test_the_client_presents_a_token_from_the_environment(start_sidecar, monkeypatch) -> None:
+    import asyncio
+    import os
+
+    from agent.config import from_dict
+
+    monkeypatch.setenv("SERVER_SIDE_T", "cli-token-0123456789")
+    car = await start_sidecar("127.0.0.1:0", config=from_dict(
+        {"auth": {"tokens": {"cli": {"token_env": "SERVER_SIDE_T"}}}}))
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        clean = {k: v for k, v in os.environ.items() if k not in ("BITONG_TOKEN", "SERVER_SIDE_T")}
+        return subprocess.run([*BITONG, *args], capture_output=True, text=True, timeout=60, env={**clean, **env})
+
+    refused = await asyncio.to_thread(run, "tools", "--server", car.address)
+    assert refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr
+    named = await asyncio.to_thread(run, "tools", "--server", car.address, "--token-env", "MINE",
+                                    MINE="cli-token-0123456789")
+    assert named.returncode == 0 and "shell-exec" in named.stdout
+    default = await asyncio.to_thread(run, "call", "--server", car.address, "shell-exec", "cmd=echo by default",
+                                      BITONG_TOKEN="cli-token-0123456789")
+    assert default.stdout == "by default\n"
+    wrong = await asyncio.to_thread(run, "match", "--server", car.address, "run a command",
+                                    BITONG_TOKEN="not-the-token")
+    assert wrong.returncode == 1 and "matches none" in wrong.stderr
+
+
+async def test_the_client_presents_a_certificate(start_sidecar, tmp_path: Path) -> None:
+    import asyncio
+
+    from agent.listen import Security
+    from tests.agent.certs import CA
+
+    ca = CA(tmp_path)
+    server = ca.issue("localhost", server=True)
+    client = ca.issue("cli-agent")
+    car = await start_sidecar("127.0.0.1:0", security=Security(
+        tls_cert=str(server.cert), tls_key=str(server.key), tls_client_ca=str(ca.path)))
+    target = f"localhost:{car.port}"
+    ok = await asyncio.to_thread(bitong, "call", "--server", target, "--tls-ca", str(ca.path), "--tls-cert",
+                                 str(client.cert), "--tls-key", str(client.key), "shell-exec", "cmd=echo over mtls")
+    assert ok.stdout == "over mtls\n", ok.stderr
+    half = await asyncio.to_thread(bitong, "call", "--server", target, "--tls-cert", str(client.cert),
+                                   "shell-exec", "cmd=true")
+    assert half.returncode != 0 and "go together" in half.stderr
