@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import os
 import signal
 import time
 from collections.abc import Sequence
@@ -23,8 +24,13 @@ from grpc_reflection.v1alpha import reflection
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
+from . import admin, approval
+from .admin import ApprovalsServicer
+from .approval import Policy as ApprovalPolicy
+from .approvals_page import ApprovalsPage
 from .cache import CacheAgent
-from .config import Config
+from .config import Config, ConfirmSettings
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import STDOUT
 from .listen import DEFAULT_LISTEN, grpc_address
@@ -159,10 +165,21 @@ class Sidecar:
 
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
                  vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
-                 grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None) -> None:
-        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
+                 grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None,
+                 approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
+                 approvals_http: str | None = None) -> None:
+        # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
+        self.approvals = approvals or (config.approve if config is not None else approval.development())
+        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
-        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits)
+        confirm = config.confirm if config is not None else ConfirmSettings()
+        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits,
+                               human=HumanConfirmations(confirm.ttl_s), confirm_by=confirm.by)
+        self.admin_socket = admin_socket
+        self.approvals_http = approvals_http
+        self.approvals_token = confirm.http_token.reveal() if confirm.http_token is not None else None
+        self.admin_server: grpc.aio.Server | None = None
+        self.page: ApprovalsPage | None = None
         self.match_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.servicer: Servicer | None = None
         self.listen = listen
@@ -175,6 +192,7 @@ class Sidecar:
         snap = await self.cache.start()
         for err in snap.errors:
             log.error("%s", err)
+        await self._start_approvals()
         self.server = grpc.aio.server(options=_CHANNEL_OPTIONS)
         self.match_pool = concurrent.futures.ThreadPoolExecutor(self.agent.limits.match_workers,
                                                                 thread_name_prefix="bitong-match")
@@ -192,6 +210,20 @@ class Sidecar:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("bitong serving %d tools on %s (watch: %s)", len(snap.tools), self.address, self.cache.mode)
 
+    async def _start_approvals(self) -> None:
+        """The admin socket and the approvals page: the only ways to decide a human confirmation."""
+        if self.admin_socket:
+            self.admin_server = grpc.aio.server()
+            who = f"the admin socket (uid {os.geteuid()} or root)"
+            pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(self.agent.human, who), self.admin_server)
+            admin.bind(self.admin_server, self.admin_socket)
+            await self.admin_server.start()
+            log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
+        if self.approvals_http:
+            self.page = ApprovalsPage(self.agent.human, self.approvals_http, self.approvals_token)
+            self.page.start()
+            log.info("approvals page on %s", self.page.url)
+
     @property
     def address(self) -> str:
         if self.listen.startswith("unix:"):
@@ -207,7 +239,21 @@ class Sidecar:
             await self.server.stop(self.grace_s if grace_s is None else grace_s)
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
+        await self._stop_approvals()
         await self.cache.stop()
+
+    async def _stop_approvals(self) -> None:
+        if self.page is not None:
+            await asyncio.to_thread(self.page.stop)
+            self.page = None
+        if self.admin_server is not None:
+            await self.admin_server.stop(0)
+            self.admin_server = None
+            if self.admin_socket:
+                try:
+                    os.unlink(self.admin_socket)
+                except OSError:
+                    pass
 
 
 async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: Any) -> None:
@@ -219,6 +265,9 @@ async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: A
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"bitong: serving on {sidecar.address}", flush=True)
+    if sidecar.page is not None:
+        shown = "" if sidecar.approvals_token else f"?token={sidecar.page.token}"
+        print(f"bitong: approvals page on {sidecar.page.url}{shown}", flush=True)
     await stop.wait()
     log.info("signal received: draining calls in flight")
     await sidecar.stop()

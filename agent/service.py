@@ -22,9 +22,10 @@ from collections.abc import Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
-from . import allowlist, params
+from . import allowlist, humanconfirm, params
 from .match.index import SUGGESTION
 from .confirm import ConfirmBook
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import Outcome, Sink
 from .registry import Registry
@@ -181,13 +182,29 @@ class ToolAgent:
 
     def __init__(self, registry: Registry, *, executors: Executors | None = None,
                  confirm: ConfirmBook | None = None, threshold: float | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, human: HumanConfirmations | None = None,
+                 confirm_by: str = "agent") -> None:
         self.registry = registry
         self.executors = executors or Executors()
         self.limits = limits or Limits()
         self.confirm = confirm or ConfirmBook(max_pending=self.limits.max_pending_confirmations)
         self.threshold = threshold
         self.admission = Admission(self.limits)
+        self.human = human or HumanConfirmations()
+        self.confirm_by = confirm_by
+
+    # ------------------------------------------------------------ human confirmation (confirm_by: human)
+
+    def confirmed_by_human(self, tool: pb.ToolDef) -> bool:
+        """The tool's confirm_by, raised (never lowered) by the config's [confirm] by."""
+        return "human" in (self.confirm_by, tool.constraints.confirm_by)
+
+    async def _human_confirmed(self, tool: pb.ToolDef, checked: dict[str, Any], approval_id: str,
+                               deadline: float | None, result: pb.CallResult) -> bool:
+        approved = await humanconfirm.gate(self.human, tool, checked, approval_id, deadline, result)
+        log.info("call %s: human confirmation %s (request %s)", tool.name,
+                 "approved" if approved else log_text(result.error, limit=200), result.approval_id or "-")
+        return approved
 
     # ------------------------------------------------------------ Match
 
@@ -228,7 +245,7 @@ class ToolAgent:
         reply = pb.ListToolsResponse(tools=snap.sorted_tools())
         for err in snap.errors:
             reply.errors.add(path=err.path, line=err.line, column=err.column, message=err.message,
-                             serving_previous=err.serving_previous)
+                             serving_previous=err.serving_previous, unapproved=err.unapproved)
         return reply
 
     # ------------------------------------------------------------ Call
@@ -307,7 +324,10 @@ class ToolAgent:
             log.info("call %s: %s: %s", tool.name, why, log_text(names, limit=400))
             return result
 
-        if tool.constraints.require_confirm:
+        if tool.constraints.require_confirm and self.confirmed_by_human(tool):
+            if not await self._human_confirmed(tool, checked.params, confirm_token, deadline, result):
+                return result
+        elif tool.constraints.require_confirm:
             if not confirm_token:
                 issued = self.confirm.issue(tool.name, tool.content_sha256, checked.params)
                 result.needs_confirmation = True
