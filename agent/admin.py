@@ -96,6 +96,10 @@ def prepare(path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         os.makedirs(folder, mode=0o700, exist_ok=True)
+    where = os.stat(folder)
+    if where.st_uid not in (0, os.geteuid()) or (where.st_mode & 0o022 and not where.st_mode & stat.S_ISVTX):
+        raise AdminSocketError(errno.EPERM, f"admin socket {path}: its folder {folder} belongs to another user or "
+                                            "others may write to it; use a folder only you control")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

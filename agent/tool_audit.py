@@ -60,7 +60,7 @@ def _program(tool: ToolDef) -> str:
     first = words[0]
     if "{" in first:
         return f"only the program its command names ({first}: chosen by a parameter, refused by the sandbox)"
-    return f"only {first} (the command's own program); no shell, no other program"
+    return f"only {first} (the command's own program); no other program it would start"
 
 
 def allowances(tool: ToolDef) -> tuple[tuple[str, str], ...]:

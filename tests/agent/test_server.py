@@ -6,6 +6,7 @@ The first four tests are seed 000 §4's acceptance cases, in its words.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import time
@@ -309,10 +310,14 @@ def _alive(pid: int) -> bool:
 
 
 async def test_a_path_outside_the_allow_list_is_refused_before_any_confirmation(
-        stub, write_tool: WriteTool, tmp_path: Path) -> None:
+        stub, sidecar, write_tool: WriteTool, tmp_path: Path) -> None:
+    from agent.approval import Grant
+
     text = tool_text("guarded-rm", command="rm -- {path}", confirm=True,
                      params="{ path: { type: string, required: true, normalize: [path] } }")
     text = text.replace("author:", f'permissions: {{ fs_write: true, fs_write_paths: ["{tmp_path}/**"] }}\nauthor:')
+    policy = sidecar.registry.approval   # fs_write is sensitive: approve this tool as a config would
+    sidecar.registry.approval = dataclasses.replace(policy, grants=(*policy.grants, Grant("guarded-rm")))
     write_tool("guarded-rm", text)
 
     async def loaded() -> bool:
