@@ -173,8 +173,10 @@ class Sidecar:
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         confirm = config.confirm if config is not None else ConfirmSettings()
+        # human confirmations only where a person can decide them: the admin socket or the approvals page
+        human = HumanConfirmations(confirm.ttl_s) if admin_socket or approvals_http else None
         self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits,
-                               human=HumanConfirmations(confirm.ttl_s), confirm_by=confirm.by)
+                               human=human, confirm_by=confirm.by)
         self.admin_socket = admin_socket
         self.approvals_http = approvals_http
         self.approvals_token = confirm.http_token.reveal() if confirm.http_token is not None else None
@@ -212,15 +214,19 @@ class Sidecar:
 
     async def _start_approvals(self) -> None:
         """The admin socket and the approvals page: the only ways to decide a human confirmation."""
+        book = self.agent.human
+        if book is None:
+            log.warning("no admin socket and no approvals page: confirm_by: human tools answer refused")
+            return
         if self.admin_socket:
             self.admin_server = grpc.aio.server()
             who = f"the admin socket (uid {os.geteuid()} or root)"
-            pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(self.agent.human, who), self.admin_server)
+            pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(book, who), self.admin_server)
             admin.bind(self.admin_server, self.admin_socket)
             await self.admin_server.start()
             log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
         if self.approvals_http:
-            self.page = ApprovalsPage(self.agent.human, self.approvals_http, self.approvals_token)
+            self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
             self.page.start()
             log.info("approvals page on %s", self.page.url)
 

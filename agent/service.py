@@ -190,7 +190,7 @@ class ToolAgent:
         self.confirm = confirm or ConfirmBook(max_pending=self.limits.max_pending_confirmations)
         self.threshold = threshold
         self.admission = Admission(self.limits)
-        self.human = human or HumanConfirmations()
+        self.human = human   # None: nobody can approve here (in-process CLI, a server without an admin channel)
         self.confirm_by = confirm_by
 
     # ------------------------------------------------------------ human confirmation (confirm_by: human)
@@ -201,6 +201,12 @@ class ToolAgent:
 
     async def _human_confirmed(self, tool: pb.ToolDef, checked: dict[str, Any], approval_id: str,
                                deadline: float | None, result: pb.CallResult) -> bool:
+        if self.human is None:
+            result.error = (f"tool '{tool.name}' needs a person's approval (confirm_by: human), and nobody can give "
+                            "it here: run it through bitong serve with an admin socket or the approvals page; "
+                            "nothing ran")
+            log.info("call %s: human confirmation impossible here", tool.name)
+            return False
         approved = await humanconfirm.gate(self.human, tool, checked, approval_id, deadline, result)
         log.info("call %s: human confirmation %s (request %s)", tool.name,
                  "approved" if approved else log_text(result.error, limit=200), result.approval_id or "-")

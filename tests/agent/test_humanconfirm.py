@@ -237,3 +237,12 @@ async def test_the_book_is_bounded_and_drops_the_oldest_first() -> None:
         book.open("t", "sha", {"n": n})
     assert len(book.pending()) == 3 and first.state == EXPIRED and "dropped" in first.reason
     assert book.find(first.id, "t", "sha", {"n": 0})[0] is None
+
+
+async def test_without_an_admin_channel_a_human_tool_is_refused_at_once(tools_root: Path, tmp_path: Path,
+                                                                         write_tool: WriteTool) -> None:
+    write_tool("guarded", human_tool())
+    cli = await asyncio.to_thread(subprocess.run, [*BITONG, "call", "--tools", str(tools_root), "guarded", "word=x"],
+                                  capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1 and cli.stdout == ""
+    assert "needs a person's approval (confirm_by: human), and nobody can give it here" in cli.stderr
