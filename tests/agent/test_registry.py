@@ -347,3 +347,19 @@ def test_an_edited_pinned_tool_keeps_serving_the_approved_version_and_a_restart_
     _sensitive(write_tool, "runner", "approved")   # the reviewed bytes again: approved again, no error
     snap = registry.rescan()
     assert snap.tools["runner"].command == "echo approved" and not [e for e in snap.errors if e.path == str(path)]
+
+
+def test_a_restart_from_saved_state_applies_the_approvals_too(tools_root: Path, tmp_path: Path,
+                                                              write_tool: WriteTool) -> None:
+    from agent.approval import Policy, parse
+
+    _sensitive(write_tool, "runner")
+    state = str(tmp_path / "state.pb")
+    unchecked = Registry([str(tools_root)])   # no policy: everything loads
+    unchecked.rescan()
+    unchecked.save_state(state)   # a state written while runner served
+    restarted = Registry([str(tools_root)], approval=Policy(parse(["shell-exec"])))
+    assert restarted.load_state(state)
+    snap = restarted.snapshot
+    assert "runner" not in snap.tools and "shell-exec" in snap.tools
+    assert any(e.unapproved == ("exec",) and e.path.endswith("runner/TOOL.hdlp") for e in snap.errors)
