@@ -208,6 +208,12 @@ class ToolAgent:
             log.info("call %s: human confirmation impossible here", tool.name)
             return False
         approved = await humanconfirm.gate(self.human, tool, checked, approval_id, deadline, result)
+        current = self.registry.snapshot.lookup(tool.name)
+        if approved and (current is None or current.content_sha256 != tool.content_sha256):
+            # the person approved the definition they were shown; it is no longer the one serving
+            approved = False
+            result.error = (f"tool '{tool.name}' was changed or removed while request {result.approval_id} waited; "
+                            "the approval was for the definition shown then: nothing ran, call again")
         log.info("call %s: human confirmation %s (request %s)", tool.name,
                  "approved" if approved else log_text(result.error, limit=200), result.approval_id or "-")
         return approved

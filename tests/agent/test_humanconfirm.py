@@ -246,3 +246,18 @@ async def test_without_an_admin_channel_a_human_tool_is_refused_at_once(tools_ro
                                   capture_output=True, text=True, timeout=60)
     assert cli.returncode == 1 and cli.stdout == ""
     assert "needs a person's approval (confirm_by: human), and nobody can give it here" in cli.stderr
+
+
+async def test_an_approval_for_a_definition_changed_meanwhile_runs_nothing(server: Server,
+                                                                            write_tool: WriteTool) -> None:
+    call = asyncio.ensure_future(server.agent.Call(request("guarded", word="x"), timeout=60))
+    (pending,) = await server.pending("guarded")
+    write_tool("guarded", human_tool().replace("echo ran {word}", "echo changed {word}"))
+    for _ in range(1000):   # the cache agent picks the edit up
+        tools = (await server.agent.ListTools(pb.ListToolsRequest())).tools
+        if any(t.name == "guarded" and t.command.startswith("echo changed") for t in tools):
+            break
+        await asyncio.sleep(0.01)
+    await server.admin.Approve(pb.DecideRequest(id=pending.id))
+    result = await call
+    assert not result.ok and result.output == b"" and "was changed or removed while request" in result.error
