@@ -54,7 +54,7 @@ def to_proto(request: Request) -> pb.PendingApproval:
     return pb.PendingApproval(id=request.id, tool=request.tool, params=params, tool_sha256=request.tool_sha256,
                               created_unix_ms=request.created_unix_ms, expires_unix_ms=request.expires_unix_ms,
                               state=request.state, decided_by=request.decided_by, reason=request.reason,
-                              method=request.method, command=request.command)
+                              method=request.method, command=request.command, requester=request.requester)
 
 
 class ApprovalsServicer(pb_grpc.ApprovalsServicer):

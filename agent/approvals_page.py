@@ -200,7 +200,7 @@ def _as_json(request: Request) -> dict[str, Any]:
     return {"id": request.id, "tool": request.tool, "params": request.params, "state": request.state,
             "method": request.method, "command": request.command, "tool_sha256": request.tool_sha256,
             "created_unix_ms": request.created_unix_ms, "expires_unix_ms": request.expires_unix_ms,
-            "decided_by": request.decided_by, "reason": request.reason}
+            "decided_by": request.decided_by, "reason": request.reason, "requester": request.requester}
 
 
 def _page(requests: list[Request], token: str) -> str:
@@ -218,6 +218,7 @@ def _page(requests: list[Request], token: str) -> str:
         else:
             action = esc(f"{r.state} by {r.decided_by}" + (f": {r.reason}" if r.reason else ""))
         command = f"<div><code>{esc(r.command)}</code></div>" if r.command else ""
+        command += f"<div>asked by {esc(r.requester)}</div>" if r.requester else ""
         rows.append(f"<tr><td><b>{esc(r.tool)}</b><div>{esc(r.id)}</div>{command}</td><td><pre>{params}</pre></td>"
                     f"<td>{esc(r.state)}<div>until {expires}</div></td><td>{action}</td></tr>")
     body = "".join(rows) or '<tr><td colspan="4">nothing waits for a decision</td></tr>'

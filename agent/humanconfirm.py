@@ -60,6 +60,7 @@ class Request:
     expires_at: float        # monotonic: the decision (or, once approved, the run) must come before it
     expires_unix_ms: int
     state: str = PENDING
+    requester: str = ""      # the caller's identity when the transport knows it; only it may collect
     decided_by: str = ""
     reason: str = ""
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = dataclasses.field(default_factory=list)
@@ -90,13 +91,13 @@ class HumanConfirmations:
     # ------------------------------------------------------------ the caller's side
 
     def open(self, tool: str, tool_sha256: str, params: dict[str, Any], *, method: str = "",
-             command: str = "") -> Request:
+             command: str = "", requester: str = "") -> Request:
         """A new pending request for this exact call."""
         now = self._clock()
         request = Request(id=secrets.token_urlsafe(12), tool=tool, tool_sha256=tool_sha256, params=params,
                           method=method, command=command, fingerprint=_fingerprint(tool, tool_sha256, params),
                           created_unix_ms=int(time.time() * 1000), expires_at=now + self.ttl_s,
-                          expires_unix_ms=int((time.time() + self.ttl_s) * 1000))
+                          expires_unix_ms=int((time.time() + self.ttl_s) * 1000), requester=requester)
         with self._lock:
             self._expire(now)
             while len(self._requests) >= self.max_pending:   # the oldest is forgotten first
@@ -106,8 +107,9 @@ class HumanConfirmations:
             self._requests[request.id] = request
         return request
 
-    def find(self, approval_id: str, tool: str, tool_sha256: str, params: dict[str, Any]) -> tuple[Request | None, str]:
-        """The request ``approval_id`` names, if it is for exactly this call; else None and why not."""
+    def find(self, approval_id: str, tool: str, tool_sha256: str, params: dict[str, Any],
+             requester: str = "") -> tuple[Request | None, str]:
+        """The request ``approval_id`` names, if it is for exactly this call (and caller); else None and why not."""
         with self._lock:
             self._expire(self._clock())
             request = self._requests.get(approval_id)
@@ -116,6 +118,8 @@ class HumanConfirmations:
                               "a person again")
             if request.tool != tool:
                 return None, f"approval id {approval_id} was issued for tool '{request.tool}', not '{tool}'"
+            if request.requester and request.requester != requester:
+                return None, f"approval id {approval_id} was issued to another caller; nothing ran"
             if request.fingerprint != _fingerprint(tool, tool_sha256, params):
                 return None, (f"approval id {approval_id} was issued for other parameters (or an older definition "
                               "of the tool); nothing ran")
@@ -198,15 +202,20 @@ class HumanConfirmations:
 
 
 async def gate(book: HumanConfirmations, tool: pb.ToolDef, params: dict[str, Any], approval_id: str,
-               deadline: float | None, result: pb.CallResult) -> bool:
-    """Whether a person approved this call (True: run it now); otherwise ``result`` says why not."""
+               deadline: float | None, result: pb.CallResult, requester: str = "") -> bool:
+    """Whether a person approved this call (True: run it now); otherwise ``result`` says why not.
+
+    ``requester`` is the caller's identity where the transport establishes
+    one: a request opened by one caller cannot be collected by another.
+    """
     if approval_id:
-        request, why = book.find(approval_id, tool.name, tool.content_sha256, params)
+        request, why = book.find(approval_id, tool.name, tool.content_sha256, params, requester)
         if request is None:
             result.error = why
             return False
     else:
-        request = book.open(tool.name, tool.content_sha256, params, method=tool.method, command=tool.command)
+        request = book.open(tool.name, tool.content_sha256, params, method=tool.method, command=tool.command,
+                            requester=requester)
     state = await book.wait(request, deadline)
     result.approval_id = request.id
     result.approval_expires_unix_ms = request.expires_unix_ms

@@ -261,3 +261,12 @@ async def test_an_approval_for_a_definition_changed_meanwhile_runs_nothing(serve
     await server.admin.Approve(pb.DecideRequest(id=pending.id))
     result = await call
     assert not result.ok and result.output == b"" and "was changed or removed while request" in result.error
+
+
+async def test_a_request_opened_by_one_caller_cannot_be_collected_by_another() -> None:
+    book = HumanConfirmations(60)
+    request_ = book.open("t", "sha", {"a": 1}, requester="agent-a")
+    book.decide(request_.id, True, "admin")
+    found, why = book.find(request_.id, "t", "sha", {"a": 1}, requester="agent-b")
+    assert found is None and "issued to another caller" in why
+    assert book.find(request_.id, "t", "sha", {"a": 1}, requester="agent-a")[0] is request_
