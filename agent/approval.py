@@ -62,11 +62,18 @@ class Policy:
 
     grants: tuple[Grant, ...] = ()
     origin: str = "the config file"
+    _by_name: dict[str, tuple[Grant, ...]] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                              compare=False)
+
+    def __post_init__(self) -> None:
+        # every rescan asks for every tool: look its grants up by name, not through the whole list
+        for grant in self.grants:
+            self._by_name[grant.name] = (*self._by_name.get(grant.name, ()), grant)
 
     def unapproved(self, tool: ToolDef) -> tuple[str, ...]:
         """The sensitive permissions ``tool`` declares without an approval ('' tuple: it may serve)."""
         declared = sensitive(tool)
-        if not declared or any(grant.covers(tool) for grant in self.grants):
+        if not declared or any(grant.covers(tool) for grant in self._by_name.get(tool.name, ())):
             return ()
         return declared
 
