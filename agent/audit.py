@@ -134,7 +134,7 @@ class Trail:
     caller: Caller | None = None
     started: float = dataclasses.field(default_factory=time.time)
     tool: pb.ToolDef | None = None
-    confirmation: str = "not_required"   # not_required | requested | confirmed | refused
+    confirmation: str = "not_required"   # not_required | requested | confirmed | refused | human-requested | human-approved | human-refused
     refused: tuple[str, str] | None = None   # (gRPC status name, message) when the RPC itself was refused
 
 

@@ -101,9 +101,13 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .registry import Registry
     from .service import ToolAgent
 
-    executors = Executors(_config(args))
+    from . import approval
+
+    config = _config(args)
+    executors = Executors(config)
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
-                        embedder=_embedder(args) if matching else None)
+                        embedder=_embedder(args) if matching else None,
+                        approval=config.approve if config is not None else approval.development())
     snap = registry.rescan()
     for err in snap.errors:
         print(f"bitong: {err}", file=sys.stderr)
@@ -280,7 +284,9 @@ def _print_result(result: pb.CallResult, as_json: bool) -> int:
         if not result.ok:
             for problem in result.param_errors:
                 print(f"bitong: parameter {problem.param}: {problem.message}", file=sys.stderr)
-            if result.needs_confirmation:
+            if result.needs_confirmation and result.approval_id:
+                print(f"bitong: {result.error}", file=sys.stderr)
+            elif result.needs_confirmation:
                 print(f"bitong: {result.tool} needs confirmation; re-run with --yes, or with --server and "
                       f"--confirm {result.confirm_token}", file=sys.stderr)
             elif result.error:
@@ -313,7 +319,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 
         try:
             result = send(args.confirm or "")
-            if result.needs_confirmation and args.yes:
+            if result.needs_confirmation and args.yes and result.confirm_token:
                 result = send(result.confirm_token)
         except grpc.RpcError as exc:
             return _rpc_error(exc)
@@ -324,7 +330,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     async def local() -> pb.CallResult:
         agent = _local_agent(args)
         result = await agent.call(args.tool, params, confirm_token=args.confirm or "")
-        if result.needs_confirmation and args.yes:
+        if result.needs_confirmation and args.yes and result.confirm_token:
             result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
         return result
 
@@ -400,7 +406,12 @@ def _lint_files(target: str) -> tuple[list[str], list[str]]:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    """Parse each TOOL.hdlp and report path:line:col: message; nothing is indexed (no matcher, no model)."""
+    """Parse each TOOL.hdlp and report path:line:col: message; nothing is indexed (no matcher, no model).
+
+    With --audit, a tool declaring a sensitive permission the approvals in
+    force (--config, or the development default) do not grant is an error too.
+    """
+    policy = _approvals(args) if args.audit else None
     failed = 0
     checked = 0
     for target in args.paths:
@@ -411,12 +422,59 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for path in files:
             checked += 1
             try:
-                hdlp.parse_file(path)
+                tool = hdlp.parse_file(path)
             except hdlp.ParseError as exc:
                 print(exc)
                 failed += 1
+                continue
+            if policy is not None and policy.unapproved(tool):
+                print(f"{path}: unapproved {', '.join(policy.unapproved(tool))}: {policy.refusal(tool)}")
+                failed += 1
     print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
     return EXIT_FAILED if failed else 0
+
+
+def _approvals(args: argparse.Namespace) -> Any:
+    """The approval policy in force: the --config file's [approve], or the development default without one."""
+    from . import approval
+
+    config = _config(args)
+    return config.approve if config is not None else approval.development()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Every tool of the roots: permissions, what the sandbox allows it, what is unapproved (exit 1 if any)."""
+    from . import tool_audit
+
+    policy = _approvals(args)
+    entries = []
+    broken = 0
+    for target in args.paths:
+        files, problems = _lint_files(target)
+        for problem in problems:
+            print(f"bitong audit: {problem}", file=sys.stderr)
+            broken += 1
+        for path in files:
+            try:
+                tool = hdlp.parse_file(path)
+            except hdlp.ParseError as exc:
+                print(f"bitong audit: {exc}", file=sys.stderr)
+                broken += 1
+                continue
+            entries.append(tool_audit.entry(tool, policy))
+    unapproved = [e for e in entries if e.unapproved]
+    if args.json:
+        print(json.dumps({"approvals": policy.origin, "tools": [e.as_json() for e in entries]},
+                         ensure_ascii=False, indent=2))
+    else:
+        print(f"approvals from {policy.origin}\n")
+        for item in entries:
+            print(tool_audit.render(item, policy) + "\n")
+    sensitive = sum(1 for e in entries if e.sensitive)
+    print(f"bitong audit: {len(entries)} tools, {sensitive} with sensitive permissions, {len(unapproved)} unapproved"
+          + (f" ({', '.join(e.name for e in unapproved)})" if unapproved else "")
+          + (f", {broken} files that do not load" if broken else ""), file=sys.stderr)
+    return EXIT_FAILED if unapproved or broken else 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -465,14 +523,109 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.audit_max_bytes < 1024 or args.audit_keep < 0:
         print("bitong: --audit-max-bytes must be at least 1024 and --audit-keep 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    config = _config(args)
+    if config is None:
+        logging.getLogger("bitong.approvals").warning(
+            "no --config: the development approvals apply (%s may serve); a config file approves only the tools "
+            "its [approve] lists", ", ".join(_development_tools()))
     try:
-        _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
+        _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
                    embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
-                   audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep))
+                   audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
+                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))
     except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
         print(f"bitong: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return 0
+
+
+def _development_tools() -> tuple[str, ...]:
+    from .approval import DEVELOPMENT_TOOLS
+
+    return DEVELOPMENT_TOOLS
+
+
+def _admin_socket(args: argparse.Namespace) -> str | None:
+    """--admin-socket PATH, 'off', or the default path (skipped with a warning when another server holds it)."""
+    from . import admin
+
+    if args.admin_socket == "off":
+        return None
+    if args.admin_socket:
+        return str(args.admin_socket)
+    path = admin.default_path()
+    try:
+        admin.prepare(path)
+    except admin.AdminSocketError as exc:
+        logging.getLogger("bitong.admin").warning("%s; this server takes no approvals", exc)
+        return None
+    return path
+
+
+def _approvals_http(args: argparse.Namespace) -> str | None:
+    from .approvals_page import parse_address
+
+    if not args.approvals_http:
+        return None
+    try:
+        parse_address(args.approvals_http)
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    return str(args.approvals_http)
+
+
+# ---------------------------------------------------------------- approve, deny, pending
+
+def _admin_stub(args: argparse.Namespace) -> Any:
+    from . import admin
+
+    path = args.admin_socket or admin.default_path()
+    if not os.path.exists(path):
+        print(f"bitong: no admin socket at {path}: is bitong serve running (see its --admin-socket)?",
+              file=sys.stderr)
+        raise SystemExit(EXIT_FAILED)
+    return admin.stub(path)
+
+
+def _describe(request: pb.PendingApproval) -> str:
+    params = json.dumps(_to_json(request.params), ensure_ascii=False, sort_keys=True)
+    line = f"{request.id}  {request.state:<8} {request.tool}  {params}"
+    if request.command:
+        line += f"\n    command: {request.command}"
+    if request.decided_by:
+        line += f"\n    {request.state} by {request.decided_by}" + (f": {request.reason}" if request.reason else "")
+    return line
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """bitong approve ID / bitong deny ID: through the admin socket, the only channel that decides."""
+    import grpc
+
+    stub = _admin_stub(args)
+    decide = stub.Approve if args.command == "approve" else stub.Deny
+    try:
+        decided = decide(pb.DecideRequest(id=args.id, reason=args.reason or ""), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    print(_describe(decided))
+    return 0
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    import grpc
+
+    try:
+        reply = _admin_stub(args).ListPending(pb.ListPendingRequest(), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps([_to_json(r) for r in reply.requests], ensure_ascii=False, indent=2))
+    for request in ([] if args.json else reply.requests):
+        print(_describe(request))
     return 0
 
 
@@ -568,7 +721,24 @@ def _parser() -> argparse.ArgumentParser:
                    help="rotate the audit file past this size (default 67108864)")
     p.add_argument("--audit-keep", type=int, default=5, metavar="N",
                    help="rotated audit files kept: FILE.1 ... FILE.N (default 5)")
+    p.add_argument("--admin-socket", metavar="PATH", default=None,
+                   help="the owner-only unix socket where bitong approve/deny decide human confirmations "
+                        "(default $XDG_RUNTIME_DIR/bitong/admin.sock or /tmp/bitong-UID/admin.sock; 'off': none)")
+    p.add_argument("--approvals-http", metavar="127.0.0.1:PORT", default=None,
+                   help="also serve the approvals page on this loopback address (token printed at start)")
     p.set_defaults(func=cmd_serve)
+
+    for verb, text in (("approve", "let a call waiting for a person run (once)"),
+                       ("deny", "refuse a call waiting for a person")):
+        p = sub.add_parser(verb, parents=[common], help=text)
+        p.add_argument("id", metavar="ID", help="the request's approval_id (bitong pending lists them)")
+        p.add_argument("--reason", default="", help="shown to the caller")
+        p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+        p.set_defaults(func=cmd_decide)
+    p = sub.add_parser("pending", parents=[common], help="calls waiting for a person's approval")
+    p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_pending)
 
     def client(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", metavar="ADDR", help="a running sidecar: host:port or unix:/path")
@@ -608,7 +778,19 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
+    p.add_argument("--audit", action="store_true",
+                   help="also report each sensitive permission (exec, fs_write, network, secret) not approved")
+    p.add_argument("--config", metavar="FILE",
+                   help="the approvals to check against ([approve]); default: the development default")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("audit", parents=[common],
+                       help="per tool: permissions, what the sandbox allows it, and what is not approved")
+    p.add_argument("paths", nargs="+", metavar="DIR", help="a tools root, a tool folder or a TOOL.hdlp")
+    p.add_argument("--config", metavar="FILE",
+                   help="the approvals to check against ([approve]); default: the development default")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("eval", parents=[common], help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
     roots(p)

@@ -45,6 +45,15 @@ endpoint::
     [python]
     interpreter = "/usr/bin/python3" # default: the server's own interpreter
 
+    [approve]                        # tools that may declare exec, fs_write, network, secret
+    tools = ["shell-exec", "file-write@3f9a1c2b7d04"]   # by name, or pinned to a sha256 prefix
+
+    [confirm]                        # require_confirm tools
+    by = "human"                     # "agent" (default): each tool's confirm_by decides
+    ttl_s = 300                      # how long a request waits for a person
+    http_token_env = "BITONG_APPROVALS_TOKEN"   # the approvals page's token (or http_token_file);
+                                     # default: a random one, printed at start
+
 Rules, each a :class:`ConfigError` at load time that says what to write:
 
 * **Secrets are never in the file.** A token is named by where it lives:
@@ -76,8 +85,10 @@ import urllib.parse
 from typing import Any
 from collections.abc import Mapping
 
-__all__ = ["Config", "ConfigError", "Defaults", "Endpoint", "PythonSettings", "Secret", "SecretUnavailable",
-           "Service", "HTTP_SERVICES", "TOKEN_NAME", "load", "from_dict"]
+from . import approval
+
+__all__ = ["Config", "ConfigError", "ConfirmSettings", "Defaults", "Endpoint", "PythonSettings", "Secret",
+           "SecretUnavailable", "Service", "HTTP_SERVICES", "TOKEN_NAME", "load", "from_dict"]
 
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A bearer token's name: the caller id it establishes (no ``:`` or ``=``, so never a uid or a subject)."""
@@ -197,6 +208,15 @@ class PythonSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class ConfirmSettings:
+    """``[confirm]``: who confirms require_confirm calls, and for how long a person may take."""
+
+    by: str = "agent"            # "human": every require_confirm tool waits for a person
+    ttl_s: float = 300.0
+    http_token: Secret | None = None   # the approvals page's token; None: a random one at start
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """Everything the executors need from the config file (or the defaults, without one)."""
 
@@ -209,11 +229,14 @@ class Config:
     tokens: Mapping[str, Secret] = dataclasses.field(default_factory=dict)
     # [callers.ID] tools = [...]: the tool name patterns each caller may use (empty: no per-caller policy)
     callers: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    approve: approval.Policy = approval.Policy()   # a config file approves only what it lists
+    confirm: ConfirmSettings = ConfirmSettings()
 
     def secrets(self) -> list[Secret]:
-        """Every configured secret's source (endpoint tokens and caller tokens), for redaction."""
+        """Every configured secret's source (endpoint, caller and approvals-page tokens), for redaction."""
         found = [ep.token for svc in self.services.values() for ep in svc.endpoints.values() if ep.token]
-        return [*found, *self.tokens.values()]
+        page = [self.confirm.http_token] if self.confirm.http_token is not None else []
+        return [*found, *self.tokens.values(), *page]
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
@@ -236,14 +259,17 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers")
+    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers", "approve", "confirm")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
     services = {name: _service(path, name, _table(path, name, data.get(name, {}))) for name in HTTP_SERVICES}
     tokens = _tokens(path, _table(path, "auth", data.get("auth", {})))
     callers = _callers(path, _table(path, "callers", data.get("callers", {})))
-    return Config(path=path, defaults=defaults, services=services, python=python, tokens=tokens, callers=callers)
+    approve = _approve(path, _table(path, "approve", data.get("approve", {})))
+    confirm = _confirm(path, _table(path, "confirm", data.get("confirm", {})))
+    return Config(path=path, defaults=defaults, services=services, python=python, tokens=tokens, callers=callers,
+                  approve=approve, confirm=confirm)
 
 
 def _tokens(path: str, table: Mapping[str, Any]) -> dict[str, Secret]:
@@ -283,6 +309,48 @@ def _callers(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
                               "such as [\"file-*\", \"git-ops\"] ([] allows nothing)")
         callers[name] = tuple(tools)
     return callers
+
+
+
+def _approve(path: str, table: Mapping[str, Any]) -> approval.Policy:
+    _known(path, "[approve]", table, ("tools",))
+    try:
+        grants = approval.parse(table.get("tools", []))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return approval.Policy(grants, f"the config file {path}")
+
+
+def _confirm(path: str, table: Mapping[str, Any]) -> ConfirmSettings:
+    _known(path, "[confirm]", table, ("by", "ttl_s", "http_token_env", "http_token_file"))
+    by = _text(path, "[confirm] by", table.get("by", "agent"))
+    if by not in ("agent", "human"):
+        raise ConfigError(f"{path}: [confirm] by: expected \"agent\" or \"human\", found {by!r}")
+    ttl = table.get("ttl_s", 300)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 86_400:
+        raise ConfigError(f"{path}: [confirm] ttl_s: expected seconds between 1 and 86400")
+    token: Secret | None = None
+    if "http_token_env" in table and "http_token_file" in table:
+        raise ConfigError(f"{path}: [confirm]: give http_token_env or http_token_file, not both")
+    if "http_token_env" in table:
+        var = _text(path, "[confirm] http_token_env", table["http_token_env"])
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            raise ConfigError(f"{path}: [confirm] http_token_env: expected the name of an environment variable")
+        token = Secret("env", var)
+    elif "http_token_file" in table:
+        file = _text(path, "[confirm] http_token_file", table["http_token_file"])
+        if not os.path.isabs(file):
+            raise ConfigError(f"{path}: [confirm] http_token_file: expected an absolute path")
+        token = Secret("file", file)
+    if token is not None:
+        try:
+            value = token.reveal()
+        except SecretUnavailable as exc:
+            raise ConfigError(f"{path}: [confirm]: {exc}") from None
+        if len(value) < 16:
+            raise ConfigError(f"{path}: [confirm]: the approvals page's token from {token.describe()} is shorter "
+                              "than 16 characters: use a long random one")
+    return ConfirmSettings(by=by, ttl_s=float(ttl), http_token=token)
 
 
 def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:

@@ -11,6 +11,7 @@ import concurrent.futures
 import errno
 import functools
 import logging
+import os
 import signal
 import socket
 import time
@@ -25,10 +26,15 @@ from grpc_reflection.v1alpha import reflection
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
+from . import admin, approval
+from .admin import ApprovalsServicer
+from .approval import Policy as ApprovalPolicy
+from .approvals_page import ApprovalsPage
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
 from .callers import CallerPolicy, PermissionDenied
 from .config import Config, SecretUnavailable
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import STDOUT
 from .identity import Authenticator, Caller, Unauthenticated
@@ -210,16 +216,28 @@ class Sidecar:
                  vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
                  grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None,
                  security: Security | None = None, audit_path: str | None = None,
-                 audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP) -> None:
+                 audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
+                 approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
+                 approvals_http: str | None = None) -> None:
         self.config = config or Config()
         self.security = security or Security()
-        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
+        # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
+        self.approvals = approvals or (config.approve if config is not None else approval.development())
+        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
+        confirm = self.config.confirm
+        # human confirmations only where a person can decide them: the admin socket or the approvals page
+        human = HumanConfirmations(confirm.ttl_s) if admin_socket or approvals_http else None
         self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits,
-                               policy=CallerPolicy(self.config.callers))
+                               policy=CallerPolicy(self.config.callers), human=human, confirm_by=confirm.by)
         self.front: UnixFront | None = None
+        self.admin_socket = admin_socket
+        self.approvals_http = approvals_http
+        self.approvals_token = confirm.http_token.reveal() if confirm.http_token is not None else None
+        self.admin_server: grpc.aio.Server | None = None
+        self.page: ApprovalsPage | None = None
         self.match_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.servicer: Servicer | None = None
         self.listen = listen
@@ -242,6 +260,7 @@ class Sidecar:
         snap = await self.cache.start()
         for err in snap.errors:
             log.error("%s", err)
+        await self._start_approvals()
         self.server = grpc.aio.server(options=_SERVER_OPTIONS)
         self.match_pool = concurrent.futures.ThreadPoolExecutor(self.agent.limits.match_workers,
                                                                 thread_name_prefix="bitong-match")
@@ -297,6 +316,23 @@ class Sidecar:
         if port == 0:
             raise OSError(errno.EADDRINUSE, f"cannot listen on {self.listen}: {_bind_problem(self.listen)}")
         return port
+    async def _start_approvals(self) -> None:
+        """The admin socket and the approvals page: the only ways to decide a human confirmation."""
+        book = self.agent.human
+        if book is None:
+            log.warning("no admin socket and no approvals page: confirm_by: human tools answer refused")
+            return
+        if self.admin_socket:
+            self.admin_server = grpc.aio.server()
+            who = f"the admin socket (uid {os.geteuid()} or root)"
+            pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(book, who), self.admin_server)
+            admin.bind(self.admin_server, self.admin_socket)
+            await self.admin_server.start()
+            log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
+        if self.approvals_http:
+            self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
+            self.page.start()
+            log.info("approvals page on %s", self.page.url)
 
     @property
     def address(self) -> str:
@@ -320,6 +356,7 @@ class Sidecar:
             await self.front.stop()
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
+        await self._stop_approvals()
         await self.cache.stop()
         if self.agent.audit is not None:
             # Calls the grace period cut off are being cancelled: their lines come as they unwind.
@@ -327,6 +364,19 @@ class Sidecar:
             if cut_off:
                 await asyncio.wait(cut_off, timeout=_UNWIND_S)
             self.agent.audit.close()   # after the drain: every Call's line is in, and synced
+
+    async def _stop_approvals(self) -> None:
+        if self.page is not None:
+            await asyncio.to_thread(self.page.stop)
+            self.page = None
+        if self.admin_server is not None:
+            await self.admin_server.stop(0)
+            self.admin_server = None
+            if self.admin_socket:
+                try:
+                    os.unlink(self.admin_socket)
+                except OSError:
+                    pass
 
 
 def _bind_problem(listen: str) -> str:
@@ -351,6 +401,7 @@ def _bind_problem(listen: str) -> str:
     return "gRPC could not bind it (run with GRPC_VERBOSITY=debug for its reason)"
 
 
+
 async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: Any) -> None:
     """Run until SIGTERM or SIGINT, then drain the calls in flight and exit."""
     sidecar = Sidecar(roots, listen, **options)
@@ -360,6 +411,9 @@ async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: A
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"bitong: serving on {sidecar.address}", flush=True)
+    if sidecar.page is not None:
+        shown = "" if sidecar.approvals_token else f"?token={sidecar.page.token}"
+        print(f"bitong: approvals page on {sidecar.page.url}{shown}", flush=True)
     await stop.wait()
     log.info("signal received: draining calls in flight")
     await sidecar.stop()

@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
-from . import allowlist, params
+from . import allowlist, humanconfirm, params
 from .audit import AuditLog, Trail, record
 from .callers import CallerPolicy, PermissionDenied
 from .identity import Caller
 from .match.index import SUGGESTION
 from .confirm import ConfirmBook
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import Outcome, Sink
 from .registry import Registry
@@ -186,7 +187,8 @@ class ToolAgent:
     def __init__(self, registry: Registry, *, executors: Executors | None = None,
                  confirm: ConfirmBook | None = None, threshold: float | None = None,
                  limits: Limits | None = None, policy: CallerPolicy | None = None,
-                 audit: AuditLog | None = None) -> None:
+                 audit: AuditLog | None = None, human: HumanConfirmations | None = None,
+                 confirm_by: str = "agent") -> None:
         self.registry = registry
         self.executors = executors or Executors()
         self.limits = limits or Limits()
@@ -196,6 +198,36 @@ class ToolAgent:
         self.policy = policy or CallerPolicy()   # [callers]: which tools each caller may use
         self.audit = audit                        # --audit FILE: one line per Call
         self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
+        self.human = human   # None: nobody can approve here (in-process CLI, a server without an admin channel)
+        self.confirm_by = confirm_by
+
+    # ------------------------------------------------------------ human confirmation (confirm_by: human)
+
+    def confirmed_by_human(self, tool: pb.ToolDef) -> bool:
+        """The tool's confirm_by, raised (never lowered) by the config's [confirm] by."""
+        return "human" in (self.confirm_by, tool.constraints.confirm_by)
+
+    async def _human_confirmed(self, tool: pb.ToolDef, checked: dict[str, Any], approval_id: str,
+                               deadline: float | None, result: pb.CallResult, trail: Trail) -> bool:
+        if self.human is None:
+            result.error = (f"tool '{tool.name}' needs a person's approval (confirm_by: human), and nobody can give "
+                            "it here: run it through bitong serve with an admin socket or the approvals page; "
+                            "nothing ran")
+            log.info("call %s: human confirmation impossible here", tool.name)
+            return False
+        requester = trail.caller.id if trail.caller is not None else ""
+        approved = await humanconfirm.gate(self.human, tool, checked, approval_id, deadline, result, requester)
+        current = self.registry.snapshot.lookup(tool.name)
+        if approved and (current is None or current.content_sha256 != tool.content_sha256):
+            # the person approved the definition they were shown; it is no longer the one serving
+            approved = False
+            result.error = (f"tool '{tool.name}' was changed or removed while request {result.approval_id} waited; "
+                            "the approval was for the definition shown then: nothing ran, call again")
+        trail.confirmation = ("human-approved" if approved else
+                              "human-requested" if result.needs_confirmation else "human-refused")
+        log.info("call %s: human confirmation %s (request %s)", tool.name,
+                 "approved" if approved else log_text(result.error, limit=200), result.approval_id or "-")
+        return approved
 
     # ------------------------------------------------------------ Match
 
@@ -252,7 +284,7 @@ class ToolAgent:
             if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
                 continue
             reply.errors.add(path=err.path, line=err.line, column=err.column, message=err.message,
-                             serving_previous=err.serving_previous)
+                             serving_previous=err.serving_previous, unapproved=err.unapproved)
         return reply
 
     # ------------------------------------------------------------ Call
@@ -376,7 +408,10 @@ class ToolAgent:
             log.info("call %s: %s: %s", tool.name, why, log_text(names, limit=400))
             return result
 
-        if tool.constraints.require_confirm:
+        if tool.constraints.require_confirm and self.confirmed_by_human(tool):
+            if not await self._human_confirmed(tool, checked.params, confirm_token, deadline, result, trail):
+                return result
+        elif tool.constraints.require_confirm:
             if not confirm_token:
                 issued = self.confirm.issue(tool.name, tool.content_sha256, checked.params)
                 result.needs_confirmation = True

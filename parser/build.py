@@ -56,7 +56,8 @@ MAX_DEPTH = 32
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
 OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint")
-_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm")
+_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "confirm_by")
+CONFIRM_BY = ("agent", "human")
 _PERMISSION_FLAGS = ("fs_read", "fs_write", "exec", "network", "secret")
 _PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths")
 _PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize")
@@ -474,6 +475,17 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
             constraints.max_output_bytes = _int(ctx, cfields["max_output_bytes"][1], "max_output_bytes", minimum=1)
         if "require_confirm" in cfields:
             constraints.require_confirm = _bool(ctx, cfields["require_confirm"][1], "require_confirm")
+        if "confirm_by" in cfields:
+            by_node = cfields["confirm_by"][1]
+            by = _text(ctx, by_node, "confirm_by")
+            if by not in CONFIRM_BY:
+                raise ctx.fail(by_node, f"confirm_by must be one of: {', '.join(CONFIRM_BY)}, found '{by}'")
+            if by == "human" and not constraints.require_confirm:
+                raise ctx.fail(by_node, "confirm_by: human needs require_confirm: true (a person confirms only a "
+                                        "call that asks for confirmation)")
+            constraints.confirm_by = by
+    if not constraints.confirm_by:
+        constraints.confirm_by = "agent"
 
     tool.version = DEFAULT_VERSION
     if "version" in fields:

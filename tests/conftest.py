@@ -83,6 +83,7 @@ async def stub(sidecar: object) -> AsyncIterator[pb_grpc.ToolAgentStub]:
 @pytest.fixture
 async def start_sidecar(tools_root: Path) -> AsyncIterator[object]:
     """start_sidecar(listen, **Sidecar options) -> a started Sidecar on the test's tools root; all stopped after."""
+    from agent.approval import development
     from agent.server import Sidecar
 
     started: list[Sidecar] = []
@@ -90,6 +91,9 @@ async def start_sidecar(tools_root: Path) -> AsyncIterator[object]:
     async def start(listen: str, **options: object) -> Sidecar:
         options.setdefault("poll_s", 0.1)
         options.setdefault("grace_s", 5)
+        config = options.get("config")
+        if "approvals" not in options and (config is None or not config.approve.grants):  # type: ignore[attr-defined]
+            options["approvals"] = development()   # the bundled tools serve, as they do without --config
         car = Sidecar([str(tools_root)], listen, **options)  # type: ignore[arg-type]
         await car.start()
         started.append(car)

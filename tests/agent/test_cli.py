@@ -66,7 +66,8 @@ def test_tools_json_is_one_sorted_array_in_the_proto_json_mapping(tools_root: Pa
     assert names == sorted(names) == ["file-read", "file-stats", "file-write", "git-ops", "http-request",
                                       "scheduled-reminder", "shell-exec"]
     shell = tools[names.index("shell-exec")]
-    assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False}
+    assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False,
+                                    "confirm_by": "agent"}
     assert len(shell["content_sha256"]) == 64
 
 
@@ -262,3 +263,99 @@ async def test_the_client_presents_a_certificate(start_sidecar, tmp_path: Path) 
     half = await asyncio.to_thread(bitong, "call", "--server", target, "--tls-cert", str(client.cert),
                                    "shell-exec", "cmd=true")
     assert half.returncode != 0 and "go together" in half.stderr
+# ---------------------------------------------------------------- approvals: audit, lint --audit, approve/deny
+
+
+def test_audit_prints_each_tools_allowances_and_what_is_unapproved(tools_root: Path, tmp_path: Path) -> None:
+    from tests.support import tool_text
+
+    (tools_root / "git-log").mkdir()
+    (tools_root / "git-log" / "TOOL.hdlp").write_text(
+        tool_text("git-log", command="git -C {repo} log", params="{ repo: { type: string } }")
+        + "permissions: { fs_read: true, fs_read_paths: [/srv/**] }\n")
+    prod = tmp_path / "prod.toml"
+    prod.write_text('[approve]\ntools = ["shell-exec"]\n')
+    out = bitong("audit", str(tools_root), "--config", str(prod))
+    assert out.returncode == 1
+    blocks = {b.split()[0]: b for b in out.stdout.split("\n\n") if b.strip() and not b.startswith("approvals from")}
+    assert "approved (shell-exec): serves" in blocks["shell-exec"]
+    assert "programs:    any program (exec: true)" in blocks["shell-exec"]
+    assert "UNAPPROVED: fs_write: does not serve" in blocks["file-write"]
+    assert "writes:      /tmp/**, /srv/app/**, /opt/hlpd/runtime/**, and its runtime/ folder" in blocks["file-write"]
+    assert "programs:    only git (the command's own program)" in blocks["git-log"]
+    assert "reads:       the system directories a program needs" in blocks["git-log"]
+    assert blocks["git-log"].rstrip().endswith(", and /srv/**\n  programs:    only git (the command's own program); "
+                                               "no other program it would start\n  secrets:     none (the environment "
+                                               "is minimal)")
+    assert "network:     none" in blocks["git-log"] and "no approval needed" in blocks["git-log"]
+    assert "UNAPPROVED: network" in blocks["http-request"]
+    assert "3 unapproved (file-write, http-request, scheduled-reminder)" in out.stderr
+    data = json.loads(bitong("audit", str(tools_root), "--config", str(prod), "--json").stdout)
+    pins = {t["name"]: f'{t["name"]}@{t["sha256"][:12]}' for t in data["tools"] if t["sensitive"]}
+    prod.write_text(f"[approve]\ntools = {json.dumps(sorted(pins.values()))}\n")
+    assert bitong("audit", str(tools_root), "--config", str(prod)).returncode == 0
+
+
+def test_lint_audit_names_the_unapproved_permission(tools_root: Path, tmp_path: Path) -> None:
+    prod = tmp_path / "prod.toml"
+    prod.write_text("[defaults]\n")
+    out = bitong("lint", "--audit", "--config", str(prod), str(tools_root))
+    assert out.returncode == 1
+    line = next(x for x in out.stdout.splitlines() if x.startswith(str(tools_root / "shell-exec")))
+    assert "unapproved exec:" in line and "does not approve" in line
+    assert bitong("lint", "--audit", str(tools_root)).returncode == 0   # the development default
+    assert bitong("lint", str(tools_root), "--config", str(prod)).returncode == 0   # without --audit: parsing only
+
+
+def test_a_production_config_serves_no_unapproved_tool(tools_root: Path, tmp_path: Path) -> None:
+    prod = tmp_path / "prod.toml"
+    prod.write_text("[defaults]\n")
+    listed = bitong("tools", "--tools", str(tools_root), "--config", str(prod))
+    assert "shell-exec" not in listed.stdout.split() and "git-ops" in listed.stdout
+    assert "tool 'shell-exec' declares exec" in listed.stderr
+    refused = bitong("call", "--tools", str(tools_root), "--config", str(prod), "shell-exec", "cmd=id")
+    assert refused.returncode == 1 and "no tool named 'shell-exec' is registered" in refused.stderr
+
+
+def test_approvals_http_refuses_a_non_loopback_address(tools_root: Path) -> None:
+    out = bitong("serve", "--tools", str(tools_root), "--approvals-http", "0.0.0.0:8080")
+    assert out.returncode == 2 and "loopback address only" in out.stderr
+
+
+def test_a_person_approves_a_waiting_call_with_bitong_approve(tools_root: Path, tmp_path: Path) -> None:
+    (tools_root / "guarded").mkdir()
+    from tests.agent.test_humanconfirm import human_tool
+
+    (tools_root / "guarded" / "TOOL.hdlp").write_text(human_tool(), encoding="utf-8")
+    sock, admin_sock = tmp_path / "bitong.sock", tmp_path / "admin" / "admin.sock"
+    server = subprocess.Popen([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{sock}",
+                               "--admin-socket", str(admin_sock), "--approvals-http", "127.0.0.1:0",
+                               "--no-semantic"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        page = server.stdout.readline()
+        assert re.fullmatch(r"bitong: approvals page on http://127\.0\.0\.1:\d+/\?token=[\w-]{32}\n", page)
+        call = subprocess.Popen([*BITONG, "call", "--server", f"unix:{sock}", "guarded", "word=approved",
+                                 "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        end = time.monotonic() + 30
+        pending = ""
+        while time.monotonic() < end and "guarded" not in pending:
+            pending = bitong("pending", "--admin-socket", str(admin_sock)).stdout
+        request_id = pending.split()[0]
+        assert bitong("approve", request_id, "--admin-socket", str(admin_sock)).returncode == 0
+        out, err = call.communicate(timeout=60)
+        assert (out, call.returncode) == ("ran approved\n", 0), err
+        denied = bitong("deny", request_id, "--admin-socket", str(admin_sock))
+        assert denied.returncode == 1 and "already ran" in denied.stderr
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=20)
+        server.communicate()
+    assert not admin_sock.exists()   # removed at a clean stop
+
+
+def test_approve_without_a_running_server_says_so(tmp_path: Path) -> None:
+    out = bitong("approve", "abc", "--admin-socket", str(tmp_path / "none.sock"))
+    assert out.returncode == 1 and "no admin socket at" in out.stderr
