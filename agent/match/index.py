@@ -297,7 +297,8 @@ class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
     __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
-                 "_matrix", "_names", "_hubs", "_backend", "calibration", "lexical_calibration")
+                 "_matrix", "_names", "_hubs", "_hub_mean", "_backend", "calibration",
+                 "lexical_calibration")
 
     def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
                  postings: dict[str, dict[str, float]], embedder: Embedder | None,
@@ -314,6 +315,7 @@ class Index:
         self._matrix: np.ndarray | None = None
         self._names: list[str] = []
         self._hubs: np.ndarray | None = None
+        self._hub_mean: float | None = None
         self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
         self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
 
@@ -519,7 +521,12 @@ class Index:
         hub = self.calibration.hub
         c = float(vec @ qv)
         if hub:
-            c -= 0.5 * hub.get(name, float(np.mean(list(hub.values()))))
+            h = hub.get(name)
+            if h is None:  # a tool newer than the calibration: the registry's mean hubness
+                if self._hub_mean is None:
+                    self._hub_mean = float(np.mean(list(hub.values())))
+                h = self._hub_mean
+            c -= 0.5 * h
         return c
 
     def match(self, intent: str, top_k: int = 3, *, threshold: float | None = None,
@@ -618,7 +625,11 @@ class Index:
             var_q = float(sims.var())
             mu = (m * mu_q + _PRIOR_N * prior_mu) / (m + _PRIOR_N)
             sigma = math.sqrt((m * var_q + _PRIOR_N * _PRIOR_SIGMA ** 2) / (m + _PRIOR_N))
-            top = np.argsort(-sims)[:_CANDIDATES] if m > _CANDIDATES else np.argsort(-sims)
+            if m > _CANDIDATES:  # the best few, in order, without sorting the whole registry
+                top = np.argpartition(-sims, _CANDIDATES)[:_CANDIDATES]
+                top = top[np.argsort(-sims[top])]
+            else:
+                top = np.argsort(-sims)
             for i in top:
                 cos[names[int(i)]] = float(sims[int(i)])
             for name in lex_top:
