@@ -751,6 +751,7 @@ class Index:
                 e["d12"] = r - other if len(ranks) > 1 else 1.0
                 e["p1"] = math.exp(r - ranks[0]) / norm
                 e["decision"] = _logit(DECISION_WEIGHTS, e)
+                e["calibrated"] = score
                 score = DECISION_SHARE * _sigmoid(e["decision"]) + (1.0 - DECISION_SHARE) * score
             hits.append(Hit(name, round(score, 4), tuple(_readable(matched.get(name, ()))), e))
         hits.sort(key=lambda h: (-h.evidence["rank"], h.name))
@@ -821,6 +822,9 @@ def _explain(found: bool, hits: list[Hit], missing: tuple[str, ...], limit: floa
     facts = [f"explains {e.get('share', 0.0):.0%} of the request's words"]
     if "z" in e:
         facts.append(f"meaning z={e['z']:.1f} over the registry")
+    if "decision" in e:
+        facts.append(f"the decision model says {_sigmoid(e['decision']):.2f} and this registry's "
+                     f"calibration {e.get('calibrated', 0.0):.2f}")
     if e.get("kw"):
         facts.append("a trigger keyword matched")
     if "ng_line" in e:
