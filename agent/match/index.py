@@ -382,7 +382,7 @@ class Index:
     def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> Index:
         """A new Index with these tools replaced, added or removed; ``self`` stays valid and unchanged.
 
-        Costs what the changed tools touch: only their posting lists are copied.
+        Costs what the changed tools touch: only the posting lists whose entry for them changed are copied.
         """
         entries = dict(self._entries)
         postings = dict(self._postings)
@@ -395,12 +395,15 @@ class Index:
                 postings[term] = dict(postings.get(term, ()))
             return postings[term]
 
-        def drop(name: str) -> None:
+        def drop(name: str, keep: Mapping[str, float] | None = None) -> None:
+            # keep: the tool's new weights; a posting that stays as it was is not copied
             old = entries.pop(name, None)
             vectors.pop(name, None)
             if old is None:
                 return
-            for term in old.weights:
+            for term, p in old.weights.items():
+                if keep is not None and keep.get(term) == p:
+                    continue
                 plist = own(term)
                 plist.pop(name, None)
                 if not plist:
@@ -417,11 +420,13 @@ class Index:
                 a = item
             else:
                 a = analyze(item, self._vocabulary, self._backend)
-            drop(a.name)
+            before = entries.get(a.name)
+            drop(a.name, a.weights)
             entries[a.name] = a
             upserted.append(a)
             for term, p in a.weights.items():
-                own(term)[a.name] = p
+                if before is None or before.weights.get(term) != p:
+                    own(term)[a.name] = p
         index = Index(self._vocabulary, entries, postings, self._embedder, vectors, self._backend,
                       self.calibration, self.lexical_calibration)
         index._vectors.update(index._stored_vectors(a for a in upserted if a.name not in vectors))
