@@ -28,6 +28,7 @@ has its vectors, the index ranks lexically, with the lexical calibration.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import marshal
@@ -297,7 +298,7 @@ class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
     __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
-                 "_matrix", "_names", "_hubs", "_hub_mean", "_backend", "calibration",
+                 "_matrix", "_names", "_hubs", "_hub_mean", "_title_mass", "_backend", "calibration",
                  "lexical_calibration")
 
     def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
@@ -316,6 +317,7 @@ class Index:
         self._names: list[str] = []
         self._hubs: np.ndarray | None = None
         self._hub_mean: float | None = None
+        self._title_mass: dict[str, float] = {}   # each tool's title idf mass, computed when first asked
         self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
         self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
 
@@ -690,13 +692,11 @@ class Index:
                 wmass = sum(weight * held_out[0].weights.get(term, 0.0) for term, weight in word_terms)
             wshare = wmass / word_total
             # How much of the tool's own title the request names: long requests do not dilute it.
-            tmass = tnamed = 0.0
-            for term in a.title:
-                plist = self._postings.get(term)
-                ti = idf(n, len(plist)) if plist else 0.0
-                tmass += ti
-                if term in q:
-                    tnamed += ti
+            tmass = self._title_mass.get(name)
+            if tmass is None:  # the index is immutable: once per tool
+                tmass = self._title_mass[name] = sum(idf(n, len(self._postings[t])) for t in a.title
+                                                     if t in self._postings)
+            tnamed = sum(idf(n, len(self._postings[t])) for t in a.title if t in q and t in self._postings)
             tcov = tnamed / tmass if tmass > 0 else 0.0
             # the lexical rank counts only where there is lexical evidence to rank by
             lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
@@ -758,12 +758,16 @@ class Index:
                 e["decision"] = _logit(DECISION_WEIGHTS, e)
                 e["calibrated"] = score
                 score = DECISION_SHARE * _sigmoid(e["decision"]) + (1.0 - DECISION_SHARE) * score
-            hits.append(Hit(name, round(score, 4), tuple(_readable(matched.get(name, ()))), e))
+            hits.append(Hit(name, round(score, 4), (), e))
         hits.sort(key=lambda h: (-h.evidence["rank"], h.name))
+        # the matched words, for the candidates a caller can be shown (top_k is at most 20)
+        for i, h in enumerate(hits[:_SHOWN_HITS]):
+            hits[i] = dataclasses.replace(h, matched_terms=tuple(_readable(matched.get(h.name, ()))))
         return hits, missing
 
 
 _SHOWN = 24  # terms shown to a person; a long request is not explained word by word
+_SHOWN_HITS = 20  # candidates whose matched terms are spelled out (Match's top_k is at most 20)
 
 
 class _Share:
