@@ -183,17 +183,30 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(stem(w) for w in _LATIN.findall(text))
 
 
+_SHARED_TEXT = 64  # texts this short (names, parameter descriptions) recur across tools: analysed once a build
+
+
 def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
-            backend: _backend.Backend = _backend.active) -> ToolAnalysis:
-    """The per-tool part of indexing; pure, so it can be stored and reused."""
+            backend: _backend.Backend = _backend.active, shared: dict[str, Terms] | None = None) -> ToolAnalysis:
+    """The per-tool part of indexing; pure, so it can be stored and reused.
+
+    ``shared`` is a memo of short texts' terms across the tools of one build
+    (read only once made: a registry's tools repeat their parameters).
+    """
     concepts = vocabulary.find if vocabulary is not None else None
     an = backend.terms
     memo: dict[str, Terms] = {}
+    common = shared if shared is not None else {}
 
     def t(text: str) -> Terms:
         got = memo.get(text)
         if got is None:
-            got = memo[text] = an(text, concepts) if text else {}
+            got = common.get(text)
+            if got is None:
+                got = an(text, concepts) if text else {}
+                if len(text) <= _SHARED_TEXT:
+                    common[text] = got
+            memo[text] = got
         return got
 
     params: Terms = {}
@@ -334,13 +347,14 @@ class Index:
         be = backend or _backend.active
         fp = analysis_fingerprint(vocabulary)
         entries: dict[str, ToolAnalysis] = {}
+        shared: dict[str, Terms] = {}
         for item in tools:
             if isinstance(item, ToolAnalysis):
                 if item.fingerprint != fp:
                     raise ValueError(f"stale analysis of tool {item.name!r}: analyse the tool again")
                 entries[item.name] = item
             else:
-                entries[item.name] = analyze(item, vocabulary, be)
+                entries[item.name] = analyze(item, vocabulary, be, shared)
         postings: dict[str, dict[str, float]] = {}
         for name, e in entries.items():
             for term, p in e.weights.items():
@@ -415,13 +429,14 @@ class Index:
         for name in remove:
             drop(name)
         upserted: list[ToolAnalysis] = []
+        shared: dict[str, Terms] = {}
         for item in upsert:
             if isinstance(item, ToolAnalysis):
                 if item.fingerprint != self._fingerprint:
                     raise ValueError(f"stale analysis of tool {item.name!r}: analyse the tool again")
                 a = item
             else:
-                a = analyze(item, self._vocabulary, self._backend)
+                a = analyze(item, self._vocabulary, self._backend, shared)
             before = entries.get(a.name)
             drop(a.name, a.weights)
             entries[a.name] = a
