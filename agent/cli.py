@@ -96,11 +96,23 @@ def _config(args: argparse.Namespace) -> Any:
         raise SystemExit(EXIT_USAGE) from None
 
 
+def _sandbox(args: argparse.Namespace) -> None:
+    """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason."""
+    from .executors import sandbox
+
+    try:
+        sandbox.configure(getattr(args, "sandbox", "auto"), hidden=[p for p in [getattr(args, "config", None)] if p])
+    except sandbox.SandboxUnavailable as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
 
+    _sandbox(args)
     executors = Executors(_config(args))
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
                         embedder=_embedder(args) if matching else None)
@@ -380,6 +392,7 @@ def _limits(args: argparse.Namespace) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
+    _sandbox(args)
     _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
                embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                state_path=args.state, limits=_limits(args)))
@@ -413,6 +426,10 @@ def _parser() -> argparse.ArgumentParser:
     # also accepted after the command; SUPPRESS keeps a subcommand from resetting the top-level value
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--sandbox", choices=("auto", "required", "off"), default="auto",
+                        help="run process tools in the OS sandbox built from their permissions: auto (default: "
+                             "where the kernel allows, warning loudly where not), required (refuse to start "
+                             "without it), off")
     sub = top.add_subparsers(dest="command", required=True)
 
     def roots(p: argparse.ArgumentParser) -> None:

@@ -27,6 +27,7 @@ from .cache import CacheAgent
 from .config import Config
 from .executors import Executors
 from .executors.base import STDOUT
+from .executors.sandbox import Sandbox
 from .listen import DEFAULT_LISTEN, grpc_address
 from .registry import Registry
 from .service import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, ToolAgent
@@ -159,10 +160,12 @@ class Sidecar:
 
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
                  vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
-                 grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None) -> None:
+                 grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None,
+                 sandbox: Sandbox | None = None) -> None:
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
-        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits)
+        self.agent = ToolAgent(self.registry, executors=Executors(config, sandbox=sandbox), threshold=threshold,
+                               limits=limits)
         self.match_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.servicer: Servicer | None = None
         self.listen = listen

@@ -365,5 +365,7 @@ def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.attempts = outcome.attempts
     result.streamed_stdout_bytes = outcome.streamed_stdout_bytes
     result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
+    result.sandboxed = outcome.sandboxed
+    result.argv.extend(outcome.argv)
     for param, message in outcome.param_errors:
         result.param_errors.add(param=param, message=message)

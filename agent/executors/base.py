@@ -70,6 +70,8 @@ class Outcome:
     streamed_stderr_bytes: int = 0
     retryable: bool = False
     param_errors: tuple[tuple[str, str], ...] = ()
+    sandboxed: bool = False  # the process ran in the OS sandbox (sandbox.py)
+    argv: tuple[str, ...] = ()  # process executors: the tool's argv as it ran
 
 
 class Executor(Protocol):

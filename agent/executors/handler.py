@@ -59,7 +59,9 @@ from ..config import PythonSettings
 from . import handler_worker as worker
 from . import reaper
 from .base import STDERR, Outcome, Sink
+from . import sandbox as sandboxes
 from .reaper import Containment
+from .sandbox import Sandbox
 from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process
 
 __all__ = ["PythonExecutor", "HANDLER_FILE"]
@@ -74,7 +76,7 @@ class PythonExecutor:
     name = "python"
 
     def __init__(self, settings: PythonSettings = PythonSettings(), *, use_pidfd: bool | None = None,
-                 containment: Containment | None = None) -> None:
+                 containment: Containment | None = None, sandbox: Sandbox | None = None) -> None:
         interpreter = settings.interpreter
         own = os.path.realpath(interpreter) == os.path.realpath(sys.executable)
         # -I: no PYTHON* variables, no user site, no script folder on sys.path; -B: no .pyc in tool folders.
@@ -85,6 +87,12 @@ class PythonExecutor:
         self.paths = [package_parent] + (_site_dirs() if own else [])
         self.use_pidfd = use_pidfd
         self.containment = reaper.containment() if containment is None else containment
+        self.sandbox = sandboxes.current() if sandbox is None else sandbox
+        # What the interpreter reads to start (its prefix, the agent package, site-packages): readable even
+        # for a tool whose fs_read_paths would hide them.
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if own else set()
+        here = os.path.dirname(os.path.realpath(interpreter))
+        self.readable = tuple(sorted({os.path.realpath(p) for p in [*prefixes, *self.paths, here]}))
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -108,7 +116,8 @@ class PythonExecutor:
         fd = _payload_fd(payload)
         try:
             outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
-                                        stdin=fd, env=env, containment=self.containment)
+                                        stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
+                                        readable=self.readable)
         finally:
             os.close(fd)
         if tail is not None:

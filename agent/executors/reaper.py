@@ -50,6 +50,7 @@ import functools
 import logging
 import os
 import subprocess
+from collections.abc import Sequence
 
 __all__ = ["Containment", "containment", "REAPER", "EXIT_SETUP", "ENV"]
 
@@ -80,9 +81,10 @@ class Containment:
     def namespaced(self) -> bool:
         return self.mode != "group"
 
-    def argv(self, errfd: int) -> list[str]:
-        """The launcher's words in front of a tool's argv; ``errfd`` gets an exec failure's errno."""
-        return [REAPER, str(os.getpid()), str(errfd), "--"]
+    def argv(self, errfd: int, options: Sequence[str] = ()) -> list[str]:
+        """The launcher's words in front of a tool's argv; ``errfd`` gets an exec failure's errno;
+        ``options`` are the sandbox's (sandbox.py)."""
+        return [REAPER, str(os.getpid()), str(errfd), *options, "--"]
 
 
 @functools.lru_cache(maxsize=1)

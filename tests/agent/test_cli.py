@@ -66,7 +66,8 @@ def test_tools_json_is_one_sorted_array_in_the_proto_json_mapping(tools_root: Pa
     assert names == sorted(names) == ["file-read", "file-stats", "file-write", "git-ops", "http-request",
                                       "scheduled-reminder", "shell-exec"]
     shell = tools[names.index("shell-exec")]
-    assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False}
+    assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False,
+                                    "max_memory_mb": "0", "max_procs": "0", "cpu_s": "0"}
     assert len(shell["content_sha256"]) == 64
 
 
@@ -102,7 +103,7 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
         via_server = bitong("call", "--server", f"unix:{sock}", "shell-exec", "cmd=echo via server")
         assert via_server.stdout == "via server\n"
-        marker = tmp_path / "started"
+        marker = tools_root / "shell-exec" / "runtime" / "started"   # its one writable host folder (sandbox)
         in_flight = subprocess.Popen([*BITONG, "call", "--server", f"unix:{sock}", "shell-exec",
                                       f"cmd=touch {marker}; sleep 0.5; echo finished"],
                                      stdout=subprocess.PIPE, text=True)

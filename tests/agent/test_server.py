@@ -18,7 +18,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent.match import SUGGESTION
-from tests.support import tool_text
+from tests.support import tool_text, writes_to
 from bitong.v1 import agent_pb2 as pb
 
 WriteTool = Callable[..., Path]
@@ -162,7 +162,7 @@ async def test_params_are_coerced_by_the_schema(stub, write_tool: WriteTool, too
 async def test_a_confirm_tool_runs_only_with_its_token_and_exact_params(
         stub, write_tool: WriteTool, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    write_tool("danger", command="touch {path}", confirm=True,
+    write_tool("danger", command="touch {path}", confirm=True, permissions=writes_to(tmp_path),
                params="{ path: { type: string, required: true } }")
 
     async def loaded() -> bool:
@@ -187,6 +187,7 @@ async def test_a_confirm_tool_runs_only_with_its_token_and_exact_params(
 # ---------------------------------------------------------------- time, size, streams
 
 
+@pytest.mark.host_proc
 async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub, write_tool: WriteTool,
                                                                           tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
@@ -211,6 +212,7 @@ async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub,
     assert await until(dead, within=5.0), "the whole process group must be killed"
 
 
+@pytest.mark.host_proc
 async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     started = time.monotonic()
@@ -230,6 +232,7 @@ async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> Non
     assert await until(dead, within=5.0), "the process must die with the caller's deadline"
 
 
+@pytest.mark.host_proc
 async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     call = stub.Call(request("shell-exec", cmd=f"{{ read p _ < /proc/self/stat; echo $p > {pidfile}; exec sleep 30; }} & wait"))
@@ -249,7 +252,8 @@ async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) ->
 
 
 async def test_output_beyond_max_output_bytes_is_cut_and_said(stub, write_tool: WriteTool) -> None:
-    write_tool("chatty", max_output_bytes=1000, command="/bin/sh -c 'yes | head -c 5000000; echo done >&2'")
+    write_tool("chatty", max_output_bytes=1000, command="/bin/sh -c 'yes | head -c 5000000; echo done >&2'",
+               permissions="exec: true")
 
     async def ready() -> bool:
         return (await stub.Call(request("chatty"))).found

@@ -10,6 +10,11 @@ A tool runs in a PID namespace of its own (reaper.py), so its ``$$`` and
 ``read p _ < /proc/self/stat`` (``read`` is a builtin, so /proc/self is the
 shell itself, and /proc is still the host's). Tests that look for processes
 the tool left find them by a unique numeric token in their argv.
+
+These tests run the executor without the OS sandbox (``--sandbox off``):
+they read host pids through the host's /proc and share files between tool
+folders, which the sandbox forbids on purpose. test_sandbox.py runs the
+same kinds of calls in the sandbox and proves what it refuses and allows.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from agent import executors
 from agent.executors import reaper
 from agent.executors.base import STDERR, STDOUT, Outcome
 from agent.executors.reaper import Containment
+from agent.executors.sandbox import Sandbox
 from agent.executors.shell import ShellExecutor, check_command, render_argv
 from bitong.v1.agent_pb2 import ToolDef
 from parser import parse
@@ -70,10 +76,11 @@ def run(request: pytest.FixtureRequest) -> Runner[Any]:
 
 @pytest.fixture(params=["pidfd", "thread"])
 def shell(request: pytest.FixtureRequest) -> ShellExecutor:
-    return ShellExecutor(use_pidfd=request.param == "pidfd")
+    return ShellExecutor(use_pidfd=request.param == "pidfd", sandbox=UNSANDBOXED)
 
 
-SHELL = ShellExecutor()
+UNSANDBOXED = Sandbox("off", False, "test_shell.py reads host pids through the host's /proc")
+SHELL = ShellExecutor(sandbox=UNSANDBOXED)
 MakeTool = Callable[..., ToolDef]
 
 
@@ -537,7 +544,7 @@ def test_the_fallback_is_the_process_group_and_says_why(run: Runner[Outcome], ma
         reaper.containment.cache_clear()
     assert box == Containment("group", f"{reaper.ENV}=group")
     assert "process group only" in caplog.text and "setsid" in caplog.text
-    grouped = ShellExecutor(containment=box)
+    grouped = ShellExecutor(containment=box, sandbox=UNSANDBOXED)
     out = run(grouped.run(make_tool(f"sh -c '{HOST_PID}; {SLEEPER} wait'"), {}, deadline=time.monotonic() + 0.5))
     assert out.timed_out and "the process group was killed" in out.error
     leader, sleeper = map(int, out.stdout.split())
