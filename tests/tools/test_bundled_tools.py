@@ -89,7 +89,7 @@ async def test_file_read_refuses_a_path_outside_its_list_before_running(stub: An
     assert not result.ok and result.exit_code == 0 and result.stderr == b"" and result.output == b""
     [problem] = result.param_errors
     assert problem.param == "path"
-    assert problem.message.startswith("'/proc/self/environ'") and "outside this tool's fs_read_paths: /etc/**" in \
+    assert problem.message.startswith("'/proc/self/environ'") and "outside this tool's fs_read_paths: /srv/**" in \
         problem.message
     assert result.error == "path outside the tool's allow-list: path; nothing ran"
 
