@@ -10,6 +10,11 @@ never seen by a shell, so ``; rm -rf /`` or ``$(id)`` are just text. (The
 bundled ``shell-exec`` tool is ``/bin/sh -c {cmd}``: running a shell is that
 tool's choice, not this executor's.)
 
+A value that begins a word and starts with ``-`` is refused before
+anything runs (``param_errors``: "would be read as an option"), unless its
+parameter declares ``allow_option: true`` or a ``--`` word comes before it:
+see :func:`option_values`.
+
 Rendering a value into its token:
 
 * an optional parameter that is absent (no value, no default): the whole
@@ -85,7 +90,7 @@ from .base import STDERR, STDOUT, Outcome, Sink
 from .reaper import Containment
 from .sandbox import Sandbox
 
-__all__ = ["ShellExecutor", "TemplateError", "render_argv", "render_value", "check_command", "run_process",
+__all__ = ["ShellExecutor", "TemplateError", "render_argv", "option_values", "render_value", "check_command", "run_process",
            "runtime_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
 
 EXIT_NOT_FOUND = 127
@@ -167,6 +172,37 @@ def render_value(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def option_values(tool: ToolDef, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """Values that would become options of the program: ``(param, message)`` for each (issue 9 §3).
+
+    A value that begins a word of the argv and starts with ``-`` is read by
+    most programs as an option (``rev=--output=/tmp/x`` makes ``git show``
+    write a file), so it is refused, unless its parameter declares
+    ``allow_option: true`` or a literal ``--`` word comes before it (the
+    program's end of options). A value inside a word (``--limit={n}``) is
+    that option's value and may be anything.
+    """
+    refused: list[tuple[str, str]] = []
+    ended = False
+    for token in _tokens(tool.command):
+        if token == ("--",):
+            ended = True
+            continue
+        if ended or not token or not isinstance(token[0], tuple):
+            continue
+        name = token[0][0]
+        value = params.get(name)
+        spec = tool.params_schema.get(name)
+        if value is None or spec is None or spec.allow_option:
+            continue
+        text = render_value(value)
+        if text.startswith("-"):
+            refused.append((name, f"{text[:40]!r} starts with '-' and would be read as an option: a value in this "
+                                  f"place may not start with '-' (the tool may declare allow_option: true for "
+                                  f"'{name}', or put -- before it in its command)"))
+    return refused
 
 
 def render_argv(tool: ToolDef, params: dict[str, Any]) -> list[str]:
@@ -487,9 +523,14 @@ class ShellExecutor:
         """Run one call; see the module docstring and base.py. Raises only CancelledError (and the sink's errors)."""
         started = time.monotonic()
         try:
+            refused = option_values(tool, params)
             argv = render_argv(tool, params)
         except TemplateError as exc:
             return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
+        if refused:
+            names = ", ".join(name for name, _ in refused)
+            return Outcome(ok=False, error=f"a value would be read as an option: {names}; nothing ran",
+                           param_errors=tuple(refused))
         return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started,
                                  containment=self.containment, sandbox=self.sandbox)
 

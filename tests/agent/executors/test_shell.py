@@ -604,3 +604,42 @@ def test_registry_runs_every_executor_the_format_names() -> None:
         executors.get("ftp")
     for name in executors.__all__:
         assert hasattr(executors, name), name
+
+
+# ---------------------------------------------------------------- argument hygiene (issue 9 §3)
+
+
+def test_a_value_that_would_be_an_option_is_refused_and_nothing_runs(run: Runner[Outcome], make_tool: MakeTool,
+                                                                     tmp_path: Path) -> None:
+    """The issue's case: ``git -C {repo} show --stat {rev}`` with ``rev=--output=FILE`` wrote FILE."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    subprocess.run(["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "one"], check=True)
+    tool = make_tool("git -C {repo} show --stat {rev}",
+                     "{ repo: { type: string, normalize: [path] }, rev: { type: string } }")
+    target = tmp_path / "written"
+    out = run(SHELL.run(tool, {"repo": str(tmp_path / "repo"), "rev": f"--output={target}"}, deadline=soon()))
+    assert not out.ok and out.error == "a value would be read as an option: rev; nothing ran"
+    [(param, message)] = out.param_errors
+    assert param == "rev" and "would be read as an option" in message and "allow_option: true" in message
+    assert not target.exists()
+    fine = run(SHELL.run(tool, {"repo": str(tmp_path / "repo"), "rev": "HEAD"}, deadline=soon()))
+    assert fine.ok and b"one" in fine.stdout
+
+
+@pytest.mark.parametrize(("command", "params", "value"), [
+    (f"{ARGV_JSON} {{v}}", "{ v: { type: string, allow_option: true } }", "-n"),     # the parameter allows it
+    (f"{ARGV_JSON} -- {{v}}", "{ v: { type: string } }", "-n"),                       # after the end of options
+    (f"{ARGV_JSON} --limit={{v}}", "{ v: { type: integer } }", -5),                   # inside a word: the option's value
+    (f"{ARGV_JSON} x{{v}}", "{ v: { type: string } }", "-n"),                         # not at the start of a word
+])
+def test_a_dash_value_runs_where_it_cannot_be_an_option(run: Runner[Outcome], make_tool: MakeTool, command: str,
+                                                        params: str, value: object) -> None:
+    out = run(SHELL.run(make_tool(command, params), {"v": value}, deadline=soon()))
+    assert out.ok and out.param_errors == (), out
+    assert str(value) in json.loads(out.stdout)[-1]
+
+
+def test_a_negative_number_alone_is_an_option_too(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    out = run(SHELL.run(make_tool(f"{ARGV_JSON} {{n}}", "{ n: { type: integer } }"), {"n": -5}, deadline=soon()))
+    assert not out.ok and [p for p, _ in out.param_errors] == ["n"] and out.stdout == b""
