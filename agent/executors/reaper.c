@@ -177,6 +177,7 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    if (sandbox_cgroup(&sb) != 0) return EXIT_SETUP;
     const char *mode = new_pid_namespace(sandbox_unshare_flags(&sb));
     if (!mode) {
         say("cannot create a PID namespace", errno);

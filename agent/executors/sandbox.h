@@ -30,6 +30,8 @@ struct sandbox {
     struct sb_rlimit rlimit[8];
     int n_rlimit;
     const char *chdir_to;
+    const char *pids_cgroup;    /* a new cgroup (pids controller) for the call, holding at most max_procs */
+    long max_procs;
 };
 
 /* Parse one option at argv[*i]; 1 if it was a sandbox option (and *i moved past its value), 0 if not, -1 bad. */
@@ -37,6 +39,9 @@ int sandbox_option(struct sandbox *sb, int argc, char **argv, int *i);
 
 /* In L, before the PID namespace's first fork: the namespaces to unshare besides CLONE_NEWPID. */
 int sandbox_unshare_flags(const struct sandbox *sb);
+
+/* In L, first: enter the call's own pids cgroup (max_procs). 0 ok, -1 (message on stderr). */
+int sandbox_cgroup(const struct sandbox *sb);
 
 /* In L, after unshare: join the held network namespace. 0 ok, -1 (errno) refused. */
 int sandbox_join_net(const struct sandbox *sb);

@@ -59,6 +59,8 @@ only. Each CallResult says ``sandboxed``.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import itertools
 import functools
 import glob
 import logging
@@ -91,6 +93,7 @@ DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom
 """The only devices a tool sees (``/dev`` is otherwise an empty tmpfs)."""
 
 _MAGIC = re.compile(r"[*?[]")
+_calls = itertools.count()
 _PROBE_TIMEOUT_S = 10.0
 
 log = logging.getLogger("bitong.sandbox")
@@ -113,15 +116,31 @@ class Sandbox:
     """An fd of the server's empty network namespace (-1: each call makes its own)."""
     hidden: tuple[str, ...] = ()
     """Server files hidden from every tool besides :data:`SECRETS` (the config file)."""
+    pids_root: str = ""
+    """A pids cgroup folder this server may make children in (``max_procs``); empty: none."""
 
     def options(self, tool: ToolDef, argv: Sequence[str], *, read: Sequence[str] = ()) -> list[str]:
         """The ``_reaper`` options for one call of ``tool`` running ``argv``; ``read``: more readable folders
         (the python executor's interpreter and package). Cached per definition and program."""
         perms = tool.permissions
-        return list(_options(self, tool.source_path, tool.content_sha256, tool.name, perms.fs_write,
+        opts = list(_options(self, tool.source_path, tool.content_sha256, tool.name, perms.fs_write,
                              tuple(perms.fs_read_paths), tuple(perms.fs_write_paths), perms.network, perms.exec,
                              tool.constraints.max_memory_mb, tool.constraints.max_procs, tool.constraints.cpu_s,
                              argv[0], tuple(read), os.environ.get("PATH", os.defpath)))
+        if tool.constraints.max_procs and self.pids_root:
+            opts += ["--pids-cgroup", os.path.join(self.pids_root, f"bitong-{os.getpid()}-{next(_calls)}")]
+        return opts
+
+    @staticmethod
+    def cleanup(options: Sequence[str]) -> None:
+        """After the call (every process of it gone): remove its pids cgroup, if it had one."""
+        if "--pids-cgroup" in options:
+            path = options[list(options).index("--pids-cgroup") + 1]
+            try:
+                os.rmdir(path)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    log.warning("cannot remove the pids cgroup %s: %s", path, exc)
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -260,8 +279,8 @@ def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: boo
     # limits
     if memory_mb:
         opts += ["--rlimit-as", str(memory_mb * 1024 * 1024)]
-    if procs:
-        opts += ["--rlimit-nproc", str(procs)]
+    if procs:  # RLIMIT_NPROC would count every process of the uid (and never root's): a cgroup of its own
+        opts += ["--max-procs", str(procs)]
     if cpu_s:
         opts += ["--rlimit-cpu", str(cpu_s)]
     opts += ["--rlimit-core", "0", "--chdir", runtime]
@@ -320,7 +339,7 @@ def probe(mode: str = "auto", hidden: tuple[str, ...] = ()) -> Sandbox:
     if abi < 1:
         return Sandbox(mode, False, "the kernel has no Landlock (Linux 5.13+ with landlock in lsm=)")
     net_fd = _hold_netns()
-    trial = Sandbox(mode, True, "", abi, net_fd, hidden)
+    trial = Sandbox(mode, True, "", abi, net_fd, hidden, _pids_root())
     true = shutil.which("true") or "/bin/true"
     tool = ToolDef(name="bitong-sandbox-probe", source_path="<probe>")
     tool.permissions.fs_read_paths.append("/usr/**")
@@ -335,6 +354,24 @@ def probe(mode: str = "auto", hidden: tuple[str, ...] = ()) -> Sandbox:
         why = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
         return Sandbox(mode, False, f"the kernel refused the sandbox: {why}")
     return trial
+
+
+def _pids_root() -> str:
+    """Where this server may make a pids cgroup per call: cgroup v1's pids hierarchy, or the server's own
+    cgroup v2 folder when it delegates pids; empty when neither is writable."""
+    v1 = "/sys/fs/cgroup/pids"
+    if os.path.isfile(os.path.join(v1, "cgroup.procs")) and os.access(v1, os.W_OK):
+        return v1
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            own = next((line.strip()[3:] for line in fh if line.startswith("0::")), "")
+        folder = os.path.join("/sys/fs/cgroup", own.lstrip("/"))
+        with open(os.path.join(folder, "cgroup.subtree_control"), encoding="utf-8") as fh:
+            if "pids" in fh.read().split() and os.access(folder, os.W_OK):
+                return folder
+    except OSError:
+        pass
+    return ""
 
 
 def _probe_runtime(tool: ToolDef) -> str:

@@ -567,8 +567,12 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
         options: list[str] | None = None
         if jail.active and box.namespaced:
             options = jail.options(tool, argv, read=readable)
-        outcome = await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started, box, options,
-                                     jail.pass_fds if options is not None else ())
+        try:
+            outcome = await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started, box, options,
+                                         jail.pass_fds if options is not None else ())
+        finally:
+            if options is not None:
+                jail.cleanup(options)
         outcome.argv = tuple(argv)
         if options is not None:
             outcome.sandboxed = True
