@@ -25,6 +25,7 @@ struct sandbox {
     int n_read;
     const char *exec[SB_MAX];   /* Landlock: executable (when restrict_exec) */
     int n_exec;
+    int dev_nodes;              /* --dev-nodes: /dev is a tmpfs with a few nodes made here (root only) */
     int restrict_read;
     int restrict_exec;
     struct sb_rlimit rlimit[8];

@@ -118,6 +118,8 @@ class Sandbox:
     """Server files hidden from every tool besides :data:`SECRETS` (the config file)."""
     pids_root: str = ""
     """A pids cgroup folder this server may make children in (``max_procs``); empty: none."""
+    root: bool = False
+    """The launcher runs as root in the first user namespace (``/dev`` nodes can be made, not bound)."""
 
     def options(self, tool: ToolDef, argv: Sequence[str], *, read: Sequence[str] = ()) -> list[str]:
         """The ``_reaper`` options for one call of ``tool`` running ``argv``; ``read``: more readable folders
@@ -242,19 +244,26 @@ def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: boo
     if not network:
         opts += ["--net-fd", str(box.net_fd)] if box.net_fd >= 0 else ["--net-new"]
     # what is hidden
-    masks = [*_secrets(), *box.hidden, "/dev"]
+    # /dev: as root, one tmpfs with the nodes made in it (and /dev/shm a folder of it); otherwise an empty
+    # tmpfs with the host's nodes bound back, one mount each
+    dev_nodes = box.root
+    masks = [*_secrets(), *box.hidden]
+    if not dev_nodes:
+        masks.append("/dev")
     if not network:
         masks.append("/run")
     for mask in masks:
         opts += ["--mask", mask]
-    tmpfs = ["/tmp", "/dev/shm"]
+    if dev_nodes:
+        opts.append("--dev-nodes")
+    tmpfs = ["/tmp"] if dev_nodes else ["/tmp", "/dev/shm"]
     for path in tmpfs:
         opts += ["--tmpfs", path]
     # what is shown again under a mask or a private tmpfs, read-only or writable
     readable = sorted({_prefix(p) for p in read_paths})
     writable = sorted({_prefix(p) for p in write_paths}) if fs_write else []
-    covered = [*masks, *tmpfs]
-    binds = [*DEV_NODES]
+    covered = [*masks, *tmpfs, "/dev"]
+    binds = [] if dev_nodes else [*DEV_NODES]
     program_files = _executables(program, path_env)
     shown = [folder, *readable, *extra_read, *_interpreter_prefixes(),
              *(os.path.dirname(hop) for hop in _hops(program, path_env))]
@@ -339,7 +348,7 @@ def probe(mode: str = "auto", hidden: tuple[str, ...] = ()) -> Sandbox:
     if abi < 1:
         return Sandbox(mode, False, "the kernel has no Landlock (Linux 5.13+ with landlock in lsm=)")
     net_fd = _hold_netns()
-    trial = Sandbox(mode, True, "", abi, net_fd, hidden, _pids_root())
+    trial = Sandbox(mode, True, "", abi, net_fd, hidden, _pids_root(), box.mode == "pid" and os.geteuid() == 0)
     true = shutil.which("true") or "/bin/true"
     tool = ToolDef(name="bitong-sandbox-probe", source_path="<probe>")
     tool.permissions.fs_read_paths.append("/usr/**")

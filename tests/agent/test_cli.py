@@ -210,3 +210,18 @@ def test_in_process_match_past_the_intent_limit_is_one_line_and_exit_2(tools_roo
     assert piped.returncode == 2, piped.stderr
     assert piped.stderr == LIMIT_LINE
     assert [json.loads(line)["query"] for line in piped.stdout.splitlines()] == ["run `uname -a` on the box"]
+
+
+def test_sandbox_flag_decides_and_each_result_says_whether_it_ran_sandboxed(tools_root: Path) -> None:
+    def ran(mode: str) -> dict[str, Any]:
+        out = bitong("call", "--tools", str(tools_root), "--sandbox", mode, "shell-exec", "cmd=ls /proc | wc -l",
+                     "--json")
+        assert out.returncode == 0, out.stderr
+        return dict(json.loads(out.stdout))
+
+    required, off = ran("required"), ran("off")
+    assert required["sandboxed"] is True and required["argv"][:2] == ["/bin/sh", "-c"]
+    assert off["sandboxed"] is False and "SANDBOX OFF" in bitong(
+        "call", "--tools", str(tools_root), "--sandbox", "off", "shell-exec", "cmd=true").stderr
+    bad = bitong("call", "--tools", str(tools_root), "--sandbox", "maybe", "shell-exec", "cmd=true")
+    assert bad.returncode == 2 and "invalid choice: 'maybe'" in bad.stderr

@@ -344,3 +344,11 @@ async def test_reflection_lets_generic_clients_discover_the_contract(sidecar) ->
              for b in replies[1].file_descriptor_response.file_descriptor_proto]
     agent = next(f for f in files if f.name == "bitong/v1/agent.proto")
     assert [m.name for m in agent.service[0].method] == ["Match", "Call", "StreamCall", "ListTools"]
+
+
+async def test_a_served_call_says_it_ran_sandboxed_and_what_ran(stub) -> None:
+    result = await stub.Call(request("shell-exec", cmd="ls /proc | grep -c '^[0-9]'"))
+    assert result.ok and result.sandboxed
+    assert list(result.argv) == ["/bin/sh", "-c", 'cd -- "$1" && exec /bin/sh -c "$2"', "shell-exec", ".",
+                                 "ls /proc | grep -c '^[0-9]'"]
+    assert int(result.output) < 10   # the call's own processes only
