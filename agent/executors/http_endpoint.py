@@ -2,7 +2,9 @@
 
 Only for tools that declare ``permissions: { network: true }`` (seed 002
 §2.3: a network request is a permission the file must state); any other
-tool is refused before anything is sent.
+tool is refused before anything is sent. ``network_hosts`` narrows where it
+may connect, and loopback and link-local addresses need to be listed
+explicitly (see :mod:`.destinations`).
 
 The params it reads (declare the ones the tool offers in ``params_schema``):
 
@@ -86,4 +88,4 @@ class HttpExecutor:
             deadline = min(deadline, time.monotonic() + float(limit))
         return await fetch(Request(verb, url, headers, data), deadline=deadline,
                            cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT, sink=sink,
-                           user_agent=self.defaults.user_agent)
+                           user_agent=self.defaults.user_agent, hosts=tuple(tool.permissions.network_hosts))

@@ -300,14 +300,28 @@ handler._save([{{"id": "new-" + str(i), "done": False}} for i in range(100000)])
 # ---------------------------------------------------------------- http-request
 
 
-async def test_http_request_runs_on_the_http_executor(stub: Any) -> None:
+async def test_http_request_runs_on_the_http_executor(stub: Any, tools_root: Path) -> None:
+    """As shipped it reaches no loopback address; a copy listing 127.0.0.1 in network_hosts does."""
+    text = (tools_root / "http-request" / "TOOL.hdlp").read_text(encoding="utf-8")
+    local = tools_root / "http-local"
+    local.mkdir()
+    (local / "TOOL.hdlp").write_text(text.replace("name: http-request", "name: http-local").replace(
+        "permissions: { network: true }", "permissions: { network: true, network_hosts: [127.0.0.1] }"),
+        encoding="utf-8")
     with FakeServer() as web:
         web.route("GET", r"/status", lambda ex: Reply(200, {"up": True}))
         web.route("POST", r"/jobs", lambda ex: Reply(409, {"error": "already running", "sent": ex.request.json()}))
-        up = await call(stub, "http-request", url=f" {web.url}/status ")
+        shipped = await call(stub, "http-request", url=f"{web.url}/status")
+        assert not shipped.ok and "loopback or link-local" in shipped.error and "nothing was sent" in shipped.error
+        assert web.requests == []
+        for _ in range(200):   # the copy is picked up by the watcher
+            if (await call(stub, "http-local", url=f"{web.url}/status")).found:
+                break
+            await asyncio.sleep(0.05)
+        up = await call(stub, "http-local", url=f" {web.url}/status ")
         assert up.ok and up.executor == "http" and up.http_status == 200
         assert json.loads(up.output) == {"up": True} and up.stderr.startswith(b"HTTP/1.1 200 OK")
-        busy = await call(stub, "http-request", url=f"{web.url}/jobs", method="post", body='{"job": 1}',
+        busy = await call(stub, "http-local", url=f"{web.url}/jobs", method="post", body='{"job": 1}',
                           headers={"Content-Type": "application/json"})
         assert not busy.ok and busy.http_status == 409 and busy.error == "HTTP 409 Conflict"
         assert json.loads(busy.output) == {"error": "already running", "sent": {"job": 1}}

@@ -141,8 +141,9 @@ HTTP_PARAMS = ("{ url: { type: string }, method: { type: string }, headers: { ty
 
 
 def http_tool(define: Define, network: bool = True, method: str = "request") -> ToolDef:
-    return define("web", executor="http", method=method, params=HTTP_PARAMS,
-                  extra=f"permissions: {{ network: {'true' if network else 'false'} }}\n")
+    """The generic http tool; it names the loopback fake server in network_hosts (loopback must be listed)."""
+    perms = "network: true, network_hosts: [127.0.0.1, localhost]" if network else "network: false"
+    return define("web", executor="http", method=method, params=HTTP_PARAMS, extra=f"permissions: {{ {perms} }}\n")
 
 
 async def test_http_refuses_a_tool_without_the_network_permission(server: FakeServer, define: Define) -> None:
