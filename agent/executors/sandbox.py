@@ -321,7 +321,10 @@ def configure(mode: str = "auto", *, hidden: Sequence[str] = ()) -> Sandbox:
                     "capabilities; only their PID namespace is their own")
     else:
         chosen = probe(mode, hide)
-        if not chosen.active:
+        if chosen.active:
+            log.info("sandbox on: process tools run in namespaces, read-only mounts and a Landlock domain (ABI %d) "
+                     "built from their permissions", chosen.landlock_abi)
+        else:
             if mode == "required":
                 raise SandboxUnavailable(f"--sandbox required, and the sandbox cannot be built here: {chosen.reason}")
             log.warning("SANDBOX UNAVAILABLE: tools run WITHOUT the OS sandbox (%s); their permissions are not "

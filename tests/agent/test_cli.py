@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -226,3 +227,14 @@ def test_sandbox_flag_decides_and_each_result_says_whether_it_ran_sandboxed(tool
         "call", "--tools", str(tools_root), "--sandbox", "off", "shell-exec", "cmd=true").stderr
     bad = bitong("call", "--tools", str(tools_root), "--sandbox", "maybe", "shell-exec", "cmd=true")
     assert bad.returncode == 2 and "invalid choice: 'maybe'" in bad.stderr
+
+
+def test_sandbox_required_refuses_to_start_where_it_cannot_be_built(tools_root: Path, tmp_path: Path) -> None:
+    """No PID namespace (forced with BITONG_CONTAINMENT=group) means no sandbox: required stops, auto warns."""
+    env = {**os.environ, "BITONG_CONTAINMENT": "group"}
+    serve = subprocess.run([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{tmp_path}/s.sock",
+                            "--sandbox", "required"], capture_output=True, text=True, timeout=60, env=env)
+    assert serve.returncode == 2 and "--sandbox required, and the sandbox cannot be built here" in serve.stderr
+    auto = subprocess.run([*BITONG, "call", "--tools", str(tools_root), "shell-exec", "cmd=echo ran", "--json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert "SANDBOX UNAVAILABLE" in auto.stderr and json.loads(auto.stdout)["sandboxed"] is False
