@@ -97,11 +97,15 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _sandbox(args: argparse.Namespace) -> None:
-    """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason."""
+    """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason.
+    The server's own files (its config, its state file, its unix socket) are hidden from every tool."""
     from .executors import sandbox
 
     try:
-        sandbox.configure(getattr(args, "sandbox", "auto"), hidden=[p for p in [getattr(args, "config", None)] if p])
+        listen = str(getattr(args, "listen", "") or "")
+        own = [getattr(args, "config", None), getattr(args, "state", None),
+               listen[len("unix:"):] if listen.startswith("unix:") else None]
+        sandbox.configure(getattr(args, "sandbox", "auto"), hidden=[p for p in own if p])
     except sandbox.SandboxUnavailable as exc:
         print(f"bitong: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,23 @@ def test_sandbox_required_refuses_to_start_where_it_cannot_be_built(tools_root: 
     auto = subprocess.run([*BITONG, "call", "--tools", str(tools_root), "shell-exec", "cmd=echo ran", "--json"],
                           capture_output=True, text=True, timeout=60, env=env)
     assert "SANDBOX UNAVAILABLE" in auto.stderr and json.loads(auto.stdout)["sandboxed"] is False
+
+
+def test_a_tool_cannot_reach_the_servers_own_socket_or_config(tools_root: Path, tmp_path: Path) -> None:
+    home = Path(tempfile.mkdtemp(dir="/var/tmp"))   # outside /tmp, which every tool sees as its own anyway
+    sock, config = home / "bitong.sock", home / "bitong.toml"
+    config.write_text("[defaults]\n")
+    server = subprocess.Popen([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{sock}",
+                               "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        probe = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}')\" 2>&1 | "
+                 f"tail -1; wc -c < {config}")
+        out = bitong("call", "--server", f"unix:{sock}", "shell-exec", f"cmd={probe}")
+        refused, size = out.stdout.strip().split("\n")
+        assert "ConnectionRefusedError" in refused and size == "0", out
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+        shutil.rmtree(home)
