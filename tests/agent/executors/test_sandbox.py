@@ -384,3 +384,12 @@ def test_max_procs_bounds_a_fork_bomb(tool: Tool, tmp_path: Path) -> None:
     free = tool("free", command=f"{sys.executable} {tmp_path}/tools/free/bomb.py 30")
     assert call(RUN, free).stdout == b""                                      # no limit: all 30 started
     assert not [d for d in os.listdir("/sys/fs/cgroup/pids") if d.startswith(f"bitong-{os.getpid()}-")]
+
+
+def test_a_writable_folder_holding_the_tool_leaves_its_definition_read_only(tool: Tool, tmp_path: Path) -> None:
+    t = tool("inside", command=sh("echo no >> ../TOOL.hdlp; echo yes > ../../../data && echo wrote"),
+             permissions=f'{{ exec: true, fs_write: true, fs_write_paths: ["{tmp_path}/**"] }}')
+    definition = Path(t.source_path).read_text()
+    out = call(RUN, t)
+    assert out.stdout == b"wrote\n" and b"Read-only file system" in out.stderr, out
+    assert (tmp_path / "data").read_text() == "yes\n" and Path(t.source_path).read_text() == definition
