@@ -350,8 +350,10 @@ def probe(mode: str = "auto", hidden: tuple[str, ...] = ()) -> Sandbox:
         return Sandbox(mode, False, f"{reaper.REAPER} --landlock-abi failed: {exc}")
     if abi < 1:
         return Sandbox(mode, False, "the kernel has no Landlock (Linux 5.13+ with landlock in lsm=)")
-    net_fd = _hold_netns()
-    trial = Sandbox(mode, True, "", abi, net_fd, hidden, _pids_root(), box.mode == "pid" and os.geteuid() == 0)
+    root = box.mode == "pid" and os.geteuid() == 0
+    # the held namespace belongs to the first user namespace: only root may join it; others make their own
+    net_fd = _hold_netns() if root else -1
+    trial = Sandbox(mode, True, "", abi, net_fd, hidden, _pids_root(), root)
     true = shutil.which("true") or "/bin/true"
     tool = ToolDef(name="bitong-sandbox-probe", source_path="<probe>")
     tool.permissions.fs_read_paths.append("/usr/**")
