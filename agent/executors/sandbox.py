@@ -33,18 +33,23 @@ always                 a new PID and IPC namespace, a ``/proc`` of the
                        no signals or abstract sockets outside the call
                        (Landlock scopes), the ``constraints`` limits
                        (``max_memory_mb`` as ``RLIMIT_AS``, ``cpu_s`` as
-                       ``RLIMIT_CPU``, ``max_procs`` as ``RLIMIT_NPROC``),
-                       no core files, the minimal environment
+                       ``RLIMIT_CPU``, ``max_procs`` as a pids cgroup of
+                       the call's own: root ignores ``RLIMIT_NPROC``), no
+                       core files, the minimal environment
 =====================  =====================================================
 
 Why our own launcher and not bubblewrap: measured on the 2-core machine
-(p50 spawn of ``/bin/true``), bubblewrap with a comparable policy added
-~7-12 ms per call (an extra exec, then a new root of bind mounts) against
-~0.5 ms for the same namespaces and mounts set up inside ``_reaper``,
-which the call already execs; bubblewrap has no Landlock (the read and
-execute rules) nor rlimits either, so a second helper would be needed
-behind it. The work is the same kernel interfaces bubblewrap uses
-(namespaces, bind mounts, ``no_new_privs``, capabilities), plus Landlock.
+(p50 spawn of ``/bin/true``, interleaved runs), bubblewrap 0.8 with a
+comparable policy took 8-13 ms a call against 1.3-1.4 ms for ``_reaper``
+alone (an extra exec, then a new root built of bind mounts), while the
+same namespaces and mounts set up inside ``_reaper``, which every call
+already execs, add ~0.8 ms (benchmarks/bench_sidecar.py); bubblewrap has
+no Landlock (the read and execute rules) nor limits either, so a second
+helper would have to run behind it. The kernel interfaces are the ones
+bubblewrap uses (namespaces, bind mounts, ``no_new_privs``, dropped
+capabilities), plus Landlock. seccomp is not used: the rules above need
+paths, which a seccomp filter cannot see. A new network namespace costs
+~0.45 ms to make, so root's calls share one empty namespace made at start.
 
 A bind mount or a Landlock rule pins the folder itself, not its name: a
 path checked by the allow-list and swapped for a symlink afterwards still
