@@ -105,6 +105,9 @@ def _sandbox(args: argparse.Namespace) -> None:
         listen = str(getattr(args, "listen", "") or "")
         own = [getattr(args, "config", None), getattr(args, "state", None),
                listen[len("unix:"):] if listen.startswith("unix:") else None]
+        config = _config(args)
+        if config is not None:
+            own += config.secret_files()   # the token files: no tool reads them
         sandbox.configure(getattr(args, "sandbox", "auto"), hidden=[p for p in own if p])
     except sandbox.SandboxUnavailable as exc:
         print(f"bitong: {exc}", file=sys.stderr)

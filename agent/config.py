@@ -33,6 +33,10 @@ endpoint::
     [python]
     interpreter = "/usr/bin/python3" # default: the server's own interpreter
 
+    [secrets.deploy]                 # given to the tool "deploy" only, and only if it declares secret: true
+    DEPLOY_TOKEN = { token_env = "DEPLOY_TOKEN" }            # the child's variable = where the value lives
+    REGISTRY_PASSWORD = { token_file = "/run/secrets/registry" }
+
 Rules, each a :class:`ConfigError` at load time that says what to write:
 
 * **Secrets are never in the file.** A token is named by where it lives:
@@ -190,9 +194,17 @@ class Config:
     services: Mapping[str, Service] = dataclasses.field(
         default_factory=lambda: {name: Service(name) for name in HTTP_SERVICES})
     python: PythonSettings = PythonSettings()
+    secrets: Mapping[str, Mapping[str, Secret]] = dataclasses.field(default_factory=dict)
+    """``[secrets.TOOL]``: environment variables for a tool that declares ``secret: true``, by name."""
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
+
+    def secret_files(self) -> list[str]:
+        """Every file a token is read from: the sandbox hides them from every tool."""
+        tokens = [ep.token for svc in self.services.values() for ep in svc.endpoints.values()]
+        tokens += [secret for named in self.secrets.values() for secret in named.values()]
+        return sorted({t.source for t in tokens if t is not None and t.kind == "file"})
 
 
 # ---------------------------------------------------------------- loading
@@ -212,12 +224,42 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES)
+    tables = ("defaults", "python", *HTTP_SERVICES, "secrets")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
     services = {name: _service(path, name, _table(path, name, data.get(name, {}))) for name in HTTP_SERVICES}
-    return Config(path=path, defaults=defaults, services=services, python=python)
+    secrets = _tool_secrets(path, _table(path, "secrets", data.get("secrets", {})))
+    return Config(path=path, defaults=defaults, services=services, python=python, secrets=secrets)
+
+
+_RESERVED_VARS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+
+
+def _tool_secrets(path: str, table: Mapping[str, Any]) -> dict[str, dict[str, Secret]]:
+    out: dict[str, dict[str, Secret]] = {}
+    for tool, entries in table.items():
+        where = f"[secrets.{tool}]"
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", tool):
+            raise ConfigError(f"{path}: {where}: expected a tool's name (a-z, 0-9, _ and -)")
+        named: dict[str, Secret] = {}
+        for var, spec in _table(path, f"secrets.{tool}", entries).items():
+            at = f"{where} {var}"
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var.startswith(("BITONG_", "LC_")) \
+                    or var in _RESERVED_VARS:
+                raise ConfigError(f"{path}: {at}: expected the name of the environment variable the tool reads "
+                                  "(letters, digits, _; not PATH, HOME, LC_*, BITONG_* or the like)")
+            if not isinstance(spec, dict):
+                raise ConfigError(f"{path}: {at}: a secret is never written in the config file; name where it "
+                                  "comes from instead: { token_env = \"VARIABLE\" } or { token_file = \"/path\" }")
+            _known(path, at, spec, ("token_env", "token_file"))
+            secret = _secret(path, at, spec)
+            if secret is None:
+                raise ConfigError(f"{path}: {at}: expected {{ token_env = \"VARIABLE\" }} or "
+                                  "{ token_file = \"/path\" }")
+            named[var] = secret
+        out[tool] = named
+    return out
 
 
 def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
@@ -283,6 +325,16 @@ def _endpoint(path: str, service: str, name: str, table: Mapping[str, Any], wher
     if "url" not in table:
         raise ConfigError(f"{path}: {where}: url is missing: expected url = \"http://host:port\"")
     url = _url(path, f"{where} url", table["url"])
+    token = _secret(path, where, table)
+    scheme = _text(path, f"{where} auth_scheme", table.get("auth_scheme", _AUTH_SCHEMES.get(service, "Bearer")))
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", scheme):
+        raise ConfigError(f"{path}: {where} auth_scheme: expected one word such as Bearer or token")
+    values = {k: _text(path, f"{where} {k}", table[k]) for k in extra if k in table}
+    return Endpoint(name=name, url=url, token=token, auth_scheme=scheme, **values)
+
+
+def _secret(path: str, where: str, table: Mapping[str, Any]) -> Secret | None:
+    """``token_env`` or ``token_file`` of a table, checked to hold a token now; None when neither is given."""
     token: Secret | None = None
     if "token_env" in table and "token_file" in table:
         raise ConfigError(f"{path}: {where}: give token_env or token_file, not both")
@@ -302,11 +354,7 @@ def _endpoint(path: str, service: str, name: str, table: Mapping[str, Any], wher
             token.reveal()
         except SecretUnavailable as exc:
             raise ConfigError(f"{path}: {where}: {exc}") from None
-    scheme = _text(path, f"{where} auth_scheme", table.get("auth_scheme", _AUTH_SCHEMES.get(service, "Bearer")))
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", scheme):
-        raise ConfigError(f"{path}: {where} auth_scheme: expected one word such as Bearer or token")
-    values = {k: _text(path, f"{where} {k}", table[k]) for k in extra if k in table}
-    return Endpoint(name=name, url=url, token=token, auth_scheme=scheme, **values)
+    return token
 
 
 # ---------------------------------------------------------------- checks

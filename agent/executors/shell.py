@@ -84,6 +84,7 @@ from collections.abc import Mapping, Sequence
 
 from bitong.v1.agent_pb2 import ToolDef
 
+from ..config import Secret, SecretUnavailable
 from . import reaper
 from . import sandbox as sandboxes
 from .base import STDERR, STDOUT, Outcome, Sink
@@ -252,6 +253,19 @@ def child_env(tool: ToolDef, base: Mapping[str, str] | None = None) -> dict[str,
     env["BITONG_TOOL"] = tool.name
     env["BITONG_TOOL_DIR"] = os.path.dirname(runtime_dir(tool))
     return env
+
+
+def secret_env(tool: ToolDef, secrets: Mapping[str, Mapping[str, Secret]],
+               env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The environment with the tool's configured secrets (``[secrets.TOOL]``), read now, when the tool
+    declares ``secret: true``; else ``env`` as given (None: the minimal one). Raises SecretUnavailable."""
+    named = secrets.get(tool.name) if tool.permissions.secret else None
+    if not named:
+        return env
+    out = dict(child_env(tool) if env is None else env)
+    for var, secret in named.items():
+        out[var] = secret.reveal()
+    return out
 
 
 def _passthrough(src: Mapping[str, str]) -> dict[str, str]:
@@ -510,13 +524,15 @@ class ShellExecutor:
     name = "shell"
 
     def __init__(self, *, use_pidfd: bool | None = None, containment: Containment | None = None,
-                 sandbox: Sandbox | None = None) -> None:
+                 sandbox: Sandbox | None = None, secrets: Mapping[str, Mapping[str, Secret]] | None = None) -> None:
         # None: use a pidfd where the OS has one (Linux 5.3+), else a waiting thread.
         self.use_pidfd = _HAVE_PIDFD if use_pidfd is None else use_pidfd
         # None: a PID namespace per call where the kernel allows one (probed once, at start, warning if not).
         self.containment = reaper.containment() if containment is None else containment
         # None: the server's sandbox (sandbox.configure, or auto).
         self.sandbox = sandboxes.current() if sandbox is None else sandbox
+        # [secrets.TOOL] of the config: given only to a tool that declares secret: true.
+        self.secrets = secrets or {}
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -531,8 +547,12 @@ class ShellExecutor:
             names = ", ".join(name for name, _ in refused)
             return Outcome(ok=False, error=f"a value would be read as an option: {names}; nothing ran",
                            param_errors=tuple(refused))
+        try:
+            env = secret_env(tool, self.secrets)
+        except SecretUnavailable as exc:
+            return Outcome(ok=False, error=f"{exc}; nothing ran")
         return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started,
-                                 containment=self.containment, sandbox=self.sandbox)
+                                 containment=self.containment, sandbox=self.sandbox, env=env)
 
 
 async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, sink: Sink | None = None,

@@ -393,3 +393,33 @@ def test_a_writable_folder_holding_the_tool_leaves_its_definition_read_only(tool
     out = call(RUN, t)
     assert out.stdout == b"wrote\n" and b"Read-only file system" in out.stderr, out
     assert (tmp_path / "data").read_text() == "yes\n" and Path(t.source_path).read_text() == definition
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_only_a_secret_tool_gets_its_configured_secrets_and_no_tool_reads_a_token_file(
+        tool: Tool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.config import from_dict
+
+    token_file = Path(tempfile.mkdtemp(dir="/var/tmp")) / "registry"
+    token_file.write_text("file-s3cr3t\n")
+    monkeypatch.setenv("BITONG_TEST_DEPLOY", "env-s3cr3t")
+    try:
+        config = from_dict({"secrets": {"deploy": {"DEPLOY_TOKEN": {"token_env": "BITONG_TEST_DEPLOY"},
+                                                   "REGISTRY": {"token_file": str(token_file)}}}})
+        box = sandbox.probe("auto", tuple(config.secret_files()))
+        runners = Executors(config, sandbox=box)
+        script = sh(f'echo "${{DEPLOY_TOKEN:-none}} ${{REGISTRY:-none}}"; cat {token_file}')
+        granted = call(runners, tool("deploy", command=script, permissions="{ exec: true, secret: true }"))
+        assert granted.stdout == b"env-s3cr3t file-s3cr3t\n", granted           # the file itself: hidden
+        undeclared = call(runners, tool("deploy", command=script, permissions="{ exec: true }"))
+        assert undeclared.stdout == b"none none\n"                              # configured, not declared
+        other = call(runners, tool("other", command=script, permissions="{ exec: true, secret: true }"))
+        assert other.stdout == b"none none\n"                                   # declared, not its secrets
+        monkeypatch.delenv("BITONG_TEST_DEPLOY")
+        gone = call(runners, tool("deploy", command=script, permissions="{ exec: true, secret: true }"))
+        assert not gone.ok and "nothing ran" in gone.error and "BITONG_TEST_DEPLOY" in gone.error
+        assert "env-s3cr3t" not in gone.error
+    finally:
+        shutil.rmtree(token_file.parent)
