@@ -73,7 +73,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from typing import Any
 from collections.abc import Sequence
 
@@ -228,11 +227,13 @@ def _hops(program: str, path_env: str) -> list[str]:
     return hops
 
 
-@functools.lru_cache(maxsize=1)
-def _interpreter_prefixes() -> tuple[str, ...]:
-    """The server's own Python installation: not a secret, and what python tools (and tests) run."""
-    return tuple(sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                        sys.base_exec_prefix)}))
+def _install_prefix(path: str) -> str:
+    """What a program needs beside it: ``PREFIX`` for ``PREFIX/bin/prog`` (its lib/ and share/), else its folder."""
+    folder = os.path.dirname(path)
+    prefix = os.path.dirname(folder)
+    if os.path.basename(folder) in ("bin", "sbin") and prefix not in ("/", "/usr", "/usr/local"):
+        return prefix
+    return folder   # /bin/sh, /usr/bin/git: the system folders are readable anyway
 
 
 @functools.lru_cache(maxsize=512)
@@ -270,8 +271,7 @@ def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: boo
     covered = [*masks, *tmpfs, "/dev"]
     binds = [] if dev_nodes else [*DEV_NODES]
     program_files = _executables(program, path_env)
-    shown = [folder, *readable, *extra_read, *_interpreter_prefixes(),
-             *(os.path.dirname(hop) for hop in _hops(program, path_env))]
+    shown = [folder, *readable, *extra_read, *(_install_prefix(hop) for hop in _hops(program, path_env))]
     for path in shown:
         if any(_under(path, c) for c in covered) and path not in writable:
             binds.append(path)
@@ -283,7 +283,7 @@ def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: boo
     if read_paths:
         opts.append("--restrict-read")
         for path in sorted({*SYSTEM_DIRS, "/dev", "/proc", folder, *readable, *extra_read, *program_files,
-                            *_interpreter_prefixes()}):
+                            *(_install_prefix(hop) for hop in _hops(program, path_env))}):
             opts += ["--read", path]
     # Landlock: executing
     if not exec_any:
