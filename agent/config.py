@@ -33,6 +33,9 @@ endpoint::
     [python]
     interpreter = "/usr/bin/python3" # default: the server's own interpreter
 
+    [network_hosts]                  # an http tool's hosts here replace its definition's network_hosts
+    http-request = ["api.example.com", "*.internal.example.com", "10.0.0.0/8"]
+
     [secrets.deploy]                 # given to the tool "deploy" only, and only if it declares secret: true
     DEPLOY_TOKEN = { token_env = "DEPLOY_TOKEN" }            # the child's variable = where the value lives
     REGISTRY_PASSWORD = { token_file = "/run/secrets/registry" }
@@ -196,6 +199,8 @@ class Config:
     python: PythonSettings = PythonSettings()
     secrets: Mapping[str, Mapping[str, Secret]] = dataclasses.field(default_factory=dict)
     """``[secrets.TOOL]``: environment variables for a tool that declares ``secret: true``, by name."""
+    network_hosts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """``[network_hosts]``: per tool, the hosts its http calls may reach (replacing the definition's list)."""
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
@@ -224,13 +229,28 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES, "secrets")
+    tables = ("defaults", "python", *HTTP_SERVICES, "secrets", "network_hosts")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
     services = {name: _service(path, name, _table(path, name, data.get(name, {}))) for name in HTTP_SERVICES}
     secrets = _tool_secrets(path, _table(path, "secrets", data.get("secrets", {})))
-    return Config(path=path, defaults=defaults, services=services, python=python, secrets=secrets)
+    hosts = _network_hosts(path, _table(path, "network_hosts", data.get("network_hosts", {})))
+    return Config(path=path, defaults=defaults, services=services, python=python, secrets=secrets,
+                  network_hosts=hosts)
+
+
+def _network_hosts(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for tool, hosts in table.items():
+        where = f"[network_hosts] {tool}"
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", tool):
+            raise ConfigError(f"{path}: {where}: expected a tool's name (a-z, 0-9, _ and -)")
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise ConfigError(f"{path}: {where}: expected a non-empty list of host names, addresses or networks, "
+                              'such as ["api.example.com", "10.0.0.0/8"]')
+        out[tool] = tuple(h.strip() for h in hosts)
+    return out
 
 
 _RESERVED_VARS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")

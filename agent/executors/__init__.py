@@ -75,7 +75,7 @@ class Executors:
         runners: list[Executor] = [
             ShellExecutor(sandbox=sandbox, secrets=config.secrets),
             PythonExecutor(config.python, sandbox=sandbox, secrets=config.secrets),
-            HttpExecutor(defaults),
+            HttpExecutor(defaults, config.network_hosts),
             GatekeeperExecutor(config.service("gatekeeper"), defaults),
             HlpdApiExecutor(config.service("hlpd-api"), defaults),
             ForgejoExecutor(config.service("git-forgejo"), defaults),

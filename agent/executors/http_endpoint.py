@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from collections.abc import Mapping
 
 from bitong.v1.agent_pb2 import ToolDef
 
@@ -52,8 +53,11 @@ class HttpExecutor:
 
     name = "http"
 
-    def __init__(self, defaults: Defaults = Defaults()) -> None:
+    def __init__(self, defaults: Defaults = Defaults(),
+                 network_hosts: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.defaults = defaults
+        # [network_hosts] of the config: per tool, replacing the definition's list
+        self.network_hosts = network_hosts or {}
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -88,4 +92,5 @@ class HttpExecutor:
             deadline = min(deadline, time.monotonic() + float(limit))
         return await fetch(Request(verb, url, headers, data), deadline=deadline,
                            cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT, sink=sink,
-                           user_agent=self.defaults.user_agent, hosts=tuple(tool.permissions.network_hosts))
+                           user_agent=self.defaults.user_agent,
+                           hosts=self.network_hosts.get(tool.name, tuple(tool.permissions.network_hosts)))

@@ -128,7 +128,7 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
                                            "token_file, auth_scheme); did you mean 'url'?"),
     ("[hlpd-api]\nurl = \"ftp://a\"\n", "expected an http:// or https:// URL with a host"),
     ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
-                       "[hlpd-api], [git-forgejo], [secrets]); did you mean 'gatekeeper'?"),
+                       "[hlpd-api], [git-forgejo], [secrets], [network_hosts]); did you mean 'gatekeeper'?"),
     ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
     ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[hlpd-api\n", "not valid TOML"),

@@ -210,3 +210,15 @@ def test_several_addresses_refusing_count_as_refused() -> None:
                      "[Errno 111] Connect call failed ('127.0.0.1', 9)")
     assert _all_refused(joined)
     assert not _all_refused(OSError("Multiple exceptions: [Errno 111] x, [Errno 113] No route to host"))
+
+
+async def test_http_hosts_in_the_config_replace_the_definitions(server: FakeServer, define: Define) -> None:
+    plain = define("web-plain", executor="http", method="request", params=HTTP_PARAMS,
+                   extra="permissions: { network: true }\n")
+    refused = await Executors().run(plain, {"url": server.url + "/x"}, deadline=soon())
+    assert not refused.ok and "loopback or link-local" in refused.error and server.requests == []
+    granted = Executors(from_dict({"network_hosts": {"web-plain": ["127.0.0.1"]}}))
+    assert (await granted.run(plain, {"url": server.url + "/x"}, deadline=soon())).http_status == 404
+    narrowed = Executors(from_dict({"network_hosts": {"web": ["api.example.com"]}}))
+    out = await narrowed.run(http_tool(define), {"url": server.url + "/x"}, deadline=soon())
+    assert not out.ok and "network_hosts" in out.error and "nothing was sent" in out.error   # 127.0.0.1 no more
