@@ -103,8 +103,8 @@ def _sandbox(args: argparse.Namespace) -> None:
 
     try:
         listen = str(getattr(args, "listen", "") or "")
-        own = [getattr(args, "config", None), getattr(args, "state", None),
-               listen[len("unix:"):] if listen.startswith("unix:") else None]
+        own = [getattr(args, "config", None), getattr(args, "state", None), getattr(args, "audit", None),
+               listen[len("unix:"):] if listen.startswith("unix:") else None, *_admin_paths(args)]
         config = _config(args)
         if config is not None:
             own += config.secret_files()   # the token files: no tool reads them
@@ -114,15 +114,31 @@ def _sandbox(args: argparse.Namespace) -> None:
         raise SystemExit(EXIT_USAGE) from None
 
 
+def _admin_paths(args: argparse.Namespace) -> list[str]:
+    """The admin socket (and its own folder): a tool reaching it could approve its own call."""
+    from . import admin
+
+    given = getattr(args, "admin_socket", None)
+    if given == "off":
+        return []
+    path = str(given) if given else admin.default_path()
+    folder = os.path.dirname(path)
+    return [path, folder] if os.path.basename(folder).startswith("bitong") else [path]
+
+
 def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .executors import Executors
     from .registry import Registry
     from .service import ToolAgent
 
+    from . import approval
+
     _sandbox(args)
-    executors = Executors(_config(args))
+    config = _config(args)
+    executors = Executors(config)
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
-                        embedder=_embedder(args) if matching else None)
+                        embedder=_embedder(args) if matching else None,
+                        approval=config.approve if config is not None else approval.development())
     snap = registry.rescan()
     for err in snap.errors:
         print(f"bitong: {err}", file=sys.stderr)
@@ -131,15 +147,72 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
-def _stub(address: str) -> Any:
+class _Remote:
+    """A stub for ``--server ADDR`` and the call options that say who we are (token, client certificate)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import grpc
+
+        from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+        from .listen import grpc_address
+
+        ca = _option(args, "tls_ca", "BITONG_TLS_CA")
+        cert = _option(args, "tls_cert", "BITONG_TLS_CERT")
+        key = _option(args, "tls_key", "BITONG_TLS_KEY")
+        if bool(cert) != bool(key):
+            raise SystemExit("bitong: --tls-cert and --tls-key go together (the client certificate and its key)")
+        target = grpc_address(args.server)
+        if ca or cert:
+            try:
+                creds = grpc.ssl_channel_credentials(_read(ca) if ca else None, _read(key) if key else None,
+                                                     _read(cert) if cert else None)
+            except OSError as exc:
+                raise SystemExit(f"bitong: cannot read {exc.filename}: {exc.strerror}") from None
+            channel = grpc.secure_channel(target, creds)
+        else:
+            channel = grpc.insecure_channel(target)
+        self.stub = pb_grpc.ToolAgentStub(channel)
+        token = _token(args)
+        self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _option(args: argparse.Namespace, name: str, env: str) -> str:
+    value = getattr(args, name, None)
+    return str(value) if value else os.environ.get(env, "")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _token(args: argparse.Namespace) -> str:
+    """The bearer token: from --token-file, the variable --token-env names, or BITONG_TOKEN (never argv)."""
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            return _read(path).decode("utf-8").strip()
+        except OSError as exc:
+            raise SystemExit(f"bitong: --token-file {path}: {exc.strerror}") from None
+    var = getattr(args, "token_env", None)
+    if var:
+        value = os.environ.get(var, "").strip()
+        if not value:
+            raise SystemExit(f"bitong: --token-env {var}: the variable is unset or empty")
+        return value
+    return os.environ.get("BITONG_TOKEN", "").strip()
+
+
+def _rpc_error(exc: Exception) -> int:
+    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2."""
     import grpc
 
-    from bitong.v1 import agent_pb2_grpc as pb_grpc
-
-    from .listen import grpc_address
-
-    channel = grpc.insecure_channel(grpc_address(address))
-    return pb_grpc.ToolAgentStub(channel)
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code()
+        print(f"bitong: {code.name if code else 'error'}: {exc.details()}", file=sys.stderr)
+        return EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILED
+    raise exc
 
 
 def _to_json(message: Any) -> dict[str, Any]:
@@ -167,18 +240,23 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str,
 def cmd_match(args: argparse.Namespace) -> int:
     from .service import LimitExceeded
 
+    import grpc
+
     try:
         return _match(args)
     except LimitExceeded as exc:  # the intent itself is refused, as the server answers INVALID_ARGUMENT
         print(f"bitong: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
+    except grpc.RpcError as exc:
+        return _rpc_error(exc)
 
 
 def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
     if args.server:
-        stub = _stub(args.server)
-        ask = lambda q: stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k, explain=args.explain))  # noqa: E731
+        remote = _Remote(args)
+        ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
+                                                          explain=args.explain), metadata=remote.metadata)
     else:
         agent = _local_agent(args, matching=True)
         ask = lambda q: agent.match(q, args.top_k, explain=args.explain)  # noqa: E731
@@ -237,7 +315,9 @@ def _print_result(result: pb.CallResult, as_json: bool) -> int:
         if not result.ok:
             for problem in result.param_errors:
                 print(f"bitong: parameter {problem.param}: {problem.message}", file=sys.stderr)
-            if result.needs_confirmation:
+            if result.needs_confirmation and result.approval_id:
+                print(f"bitong: {result.error}", file=sys.stderr)
+            elif result.needs_confirmation:
                 print(f"bitong: {result.tool} needs confirmation; re-run with --yes, or with --server and "
                       f"--confirm {result.confirm_token}", file=sys.stderr)
             elif result.error:
@@ -257,18 +337,23 @@ def cmd_call(args: argparse.Namespace) -> int:
     if args.server:
         from google.protobuf import struct_pb2
 
-        stub = _stub(args.server)
+        import grpc
+
+        remote = _Remote(args)
 
         def send(token: str) -> pb.CallResult:
             struct = struct_pb2.Struct()
             struct.update(params)
             request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
-            reply: pb.CallResult = stub.Call(request, timeout=args.timeout)
+            reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
             return reply
 
-        result = send(args.confirm or "")
-        if result.needs_confirmation and args.yes:
-            result = send(result.confirm_token)
+        try:
+            result = send(args.confirm or "")
+            if result.needs_confirmation and args.yes and result.confirm_token:
+                result = send(result.confirm_token)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
         return _print_result(result, args.json)
 
     from .service import LimitExceeded
@@ -276,7 +361,7 @@ def cmd_call(args: argparse.Namespace) -> int:
     async def local() -> pb.CallResult:
         agent = _local_agent(args)
         result = await agent.call(args.tool, params, confirm_token=args.confirm or "")
-        if result.needs_confirmation and args.yes:
+        if result.needs_confirmation and args.yes and result.confirm_token:
             result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
         return result
 
@@ -301,7 +386,13 @@ def _run(coro: Any) -> Any:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     if args.server:
-        reply = _stub(args.server).ListTools(pb.ListToolsRequest())
+        import grpc
+
+        remote = _Remote(args)
+        try:
+            reply = remote.stub.ListTools(pb.ListToolsRequest(), metadata=remote.metadata)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
     else:
         reply = _local_agent(args).list_tools()
     if args.json:
@@ -346,7 +437,12 @@ def _lint_files(target: str) -> tuple[list[str], list[str]]:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    """Parse each TOOL.hdlp and report path:line:col: message; nothing is indexed (no matcher, no model)."""
+    """Parse each TOOL.hdlp and report path:line:col: message; nothing is indexed (no matcher, no model).
+
+    With --audit, a tool declaring a sensitive permission the approvals in
+    force (--config, or the development default) do not grant is an error too.
+    """
+    policy = _approvals(args) if args.audit else None
     failed = 0
     checked = 0
     for target in args.paths:
@@ -357,12 +453,59 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for path in files:
             checked += 1
             try:
-                hdlp.parse_file(path)
+                tool = hdlp.parse_file(path)
             except hdlp.ParseError as exc:
                 print(exc)
                 failed += 1
+                continue
+            if policy is not None and policy.unapproved(tool):
+                print(f"{path}: unapproved {', '.join(policy.unapproved(tool))}: {policy.refusal(tool)}")
+                failed += 1
     print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
     return EXIT_FAILED if failed else 0
+
+
+def _approvals(args: argparse.Namespace) -> Any:
+    """The approval policy in force: the --config file's [approve], or the development default without one."""
+    from . import approval
+
+    config = _config(args)
+    return config.approve if config is not None else approval.development()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Every tool of the roots: permissions, what the sandbox allows it, what is unapproved (exit 1 if any)."""
+    from . import tool_audit
+
+    policy = _approvals(args)
+    entries = []
+    broken = 0
+    for target in args.paths:
+        files, problems = _lint_files(target)
+        for problem in problems:
+            print(f"bitong audit: {problem}", file=sys.stderr)
+            broken += 1
+        for path in files:
+            try:
+                tool = hdlp.parse_file(path)
+            except hdlp.ParseError as exc:
+                print(f"bitong audit: {exc}", file=sys.stderr)
+                broken += 1
+                continue
+            entries.append(tool_audit.entry(tool, policy))
+    unapproved = [e for e in entries if e.unapproved]
+    if args.json:
+        print(json.dumps({"approvals": policy.origin, "tools": [e.as_json() for e in entries]},
+                         ensure_ascii=False, indent=2))
+    else:
+        print(f"approvals from {policy.origin}\n")
+        for item in entries:
+            print(tool_audit.render(item, policy) + "\n")
+    sensitive = sum(1 for e in entries if e.sensitive)
+    print(f"bitong audit: {len(entries)} tools, {sensitive} with sensitive permissions, {len(unapproved)} unapproved"
+          + (f" ({', '.join(e.name for e in unapproved)})" if unapproved else "")
+          + (f", {broken} files that do not load" if broken else ""), file=sys.stderr)
+    return EXIT_FAILED if unapproved or broken else 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -397,13 +540,154 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .listen import ListenError, Security
+    from .peercred import parse_mode
     from .server import serve
 
+    try:
+        mode = parse_mode(args.socket_mode)
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    security = Security(tls_cert=args.tls_cert or "", tls_key=args.tls_key or "",
+                        tls_client_ca=args.tls_client_ca or "", socket_mode=mode)
+    if args.audit_max_bytes < 1024 or args.audit_keep < 0:
+        print("bitong: --audit-max-bytes must be at least 1024 and --audit-keep 0 or more", file=sys.stderr)
+        return EXIT_USAGE
     _sandbox(args)
-    _run(serve(_roots(args), args.listen, config=_config(args), vocabulary=_vocabulary(args),
-               embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
-               state_path=args.state, limits=_limits(args)))
+    config = _config(args)
+    if config is None:
+        logging.getLogger("bitong.approvals").warning(
+            "no --config: the development approvals apply (%s may serve); a config file approves only the tools "
+            "its [approve] lists", ", ".join(_development_tools()))
+    try:
+        _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
+                   embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
+                   state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
+                   audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
+                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))
+    except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
+
+
+def _development_tools() -> tuple[str, ...]:
+    from .approval import DEVELOPMENT_TOOLS
+
+    return DEVELOPMENT_TOOLS
+
+
+def _admin_socket(args: argparse.Namespace) -> str | None:
+    """--admin-socket PATH, 'off', or the default path (skipped with a warning when another server holds it)."""
+    from . import admin
+
+    if args.admin_socket == "off":
+        return None
+    if args.admin_socket:
+        return str(args.admin_socket)
+    path = admin.default_path()
+    try:
+        admin.prepare(path)
+    except admin.AdminSocketError as exc:
+        logging.getLogger("bitong.admin").warning("%s; this server takes no approvals", exc)
+        return None
+    return path
+
+
+def _approvals_http(args: argparse.Namespace) -> str | None:
+    from .approvals_page import parse_address
+
+    if not args.approvals_http:
+        return None
+    try:
+        parse_address(args.approvals_http)
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    return str(args.approvals_http)
+
+
+# ---------------------------------------------------------------- approve, deny, pending
+
+def _admin_stub(args: argparse.Namespace) -> Any:
+    from . import admin
+
+    path = args.admin_socket or admin.default_path()
+    if not os.path.exists(path):
+        print(f"bitong: no admin socket at {path}: is bitong serve running (see its --admin-socket)?",
+              file=sys.stderr)
+        raise SystemExit(EXIT_FAILED)
+    return admin.stub(path)
+
+
+def _describe(request: pb.PendingApproval) -> str:
+    params = json.dumps(_to_json(request.params), ensure_ascii=False, sort_keys=True)
+    line = f"{request.id}  {request.state:<8} {request.tool}  {params}"
+    if request.command:
+        line += f"\n    command: {request.command}"
+    if request.decided_by:
+        line += f"\n    {request.state} by {request.decided_by}" + (f": {request.reason}" if request.reason else "")
+    return line
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """bitong approve ID / bitong deny ID: through the admin socket, the only channel that decides."""
+    import grpc
+
+    stub = _admin_stub(args)
+    decide = stub.Approve if args.command == "approve" else stub.Deny
+    try:
+        decided = decide(pb.DecideRequest(id=args.id, reason=args.reason or ""), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    print(_describe(decided))
+    return 0
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    import grpc
+
+    try:
+        reply = _admin_stub(args).ListPending(pb.ListPendingRequest(), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps([_to_json(r) for r in reply.requests], ensure_ascii=False, indent=2))
+    for request in ([] if args.json else reply.requests):
+        print(_describe(request))
+    return 0
+
+
+def cmd_audit_log(args: argparse.Namespace) -> int:
+    """Print the audit trail (rotated files first), filtered; --json prints the lines as stored."""
+    from . import audit
+
+    try:
+        since = audit.parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not os.path.exists(args.file):
+        print(f"bitong: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    broken = 0
+    try:
+        for path, number, entry in audit.read(args.file, tool=args.tool, caller=args.caller, since=since,
+                                              rotated=not args.no_rotated):
+            if isinstance(entry, str):
+                print(f"bitong: {path}:{number}: not an audit line: {entry[:120]!r}", file=sys.stderr)
+                broken += 1
+            elif args.json:
+                print(json.dumps(entry, ensure_ascii=False))
+            else:
+                print(audit.format_line(entry))
+    except OSError as exc:
+        print(f"bitong: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_FAILED if broken else 0
 
 
 # (option, Limits field, help); kept here so `bitong serve --help` needs no grpc import
@@ -462,7 +746,44 @@ def _parser() -> argparse.ArgumentParser:
                    help="keep the registry snapshot here, so a restart re-reads only what changed")
     for option, dest, text in _LIMIT_OPTIONS:
         p.add_argument(option, dest=dest, type=int, default=None, metavar="N", help=text)
+    p.add_argument("--socket-mode", default="0600", metavar="MODE",
+                   help="permission bits of a unix socket (default 0600: its owner only)")
+    p.add_argument("--tls-cert", metavar="PEM", help="the server's certificate chain (TCP listeners)")
+    p.add_argument("--tls-key", metavar="PEM", help="the server's private key")
+    p.add_argument("--tls-client-ca", metavar="PEM",
+                   help="require client certificates signed by this CA (mTLS; the caller is the subject)")
+    p.add_argument("--audit", metavar="FILE", help="append one JSON line per Call to FILE (the audit trail)")
+    p.add_argument("--audit-max-bytes", type=int, default=64 * 1024 * 1024, metavar="N",
+                   help="rotate the audit file past this size (default 67108864)")
+    p.add_argument("--audit-keep", type=int, default=5, metavar="N",
+                   help="rotated audit files kept: FILE.1 ... FILE.N (default 5)")
+    p.add_argument("--admin-socket", metavar="PATH", default=None,
+                   help="the owner-only unix socket where bitong approve/deny decide human confirmations "
+                        "(default $XDG_RUNTIME_DIR/bitong/admin.sock or /tmp/bitong-UID/admin.sock; 'off': none)")
+    p.add_argument("--approvals-http", metavar="127.0.0.1:PORT", default=None,
+                   help="also serve the approvals page on this loopback address (token printed at start)")
     p.set_defaults(func=cmd_serve)
+
+    for verb, text in (("approve", "let a call waiting for a person run (once)"),
+                       ("deny", "refuse a call waiting for a person")):
+        p = sub.add_parser(verb, parents=[common], help=text)
+        p.add_argument("id", metavar="ID", help="the request's approval_id (bitong pending lists them)")
+        p.add_argument("--reason", default="", help="shown to the caller")
+        p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+        p.set_defaults(func=cmd_decide)
+    p = sub.add_parser("pending", parents=[common], help="calls waiting for a person's approval")
+    p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_pending)
+
+    def client(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--server", metavar="ADDR", help="a running sidecar: host:port or unix:/path")
+        p.add_argument("--token-env", metavar="VAR",
+                       help="send the bearer token held in environment variable VAR (default: BITONG_TOKEN, if set)")
+        p.add_argument("--token-file", metavar="FILE", help="send the bearer token held in FILE")
+        p.add_argument("--tls-ca", metavar="PEM", help="connect with TLS, trusting this CA (env BITONG_TLS_CA)")
+        p.add_argument("--tls-cert", metavar="PEM", help="the client certificate for mTLS (env BITONG_TLS_CERT)")
+        p.add_argument("--tls-key", metavar="PEM", help="its private key (env BITONG_TLS_KEY)")
 
     p = sub.add_parser("match", parents=[common], help="intent to the best 1-3 tools")
     roots(p)
@@ -471,7 +792,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--explain", action="store_true",
                    help="show the matched terms of each candidate, and why the answer is found or not")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.set_defaults(func=cmd_match)
 
     p = sub.add_parser("call", parents=[common], help="run one registered tool")
@@ -479,7 +800,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("tool")
     p.add_argument("params", nargs="*", metavar="key=value", help="key=value (text) or key:=json")
     p.add_argument("--json", action="store_true", help="print the CallResult in protobuf's JSON mapping")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.add_argument("--confirm", metavar="TOKEN", help="the confirm_token of an earlier call (with --server)")
     p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
@@ -488,18 +809,39 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
-    p.add_argument("--server", metavar="ADDR")
+    client(p)
     p.set_defaults(func=cmd_tools)
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
+    p.add_argument("--audit", action="store_true",
+                   help="also report each sensitive permission (exec, fs_write, network, secret) not approved")
+    p.add_argument("--config", metavar="FILE",
+                   help="the approvals to check against ([approve]); default: the development default")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("audit", parents=[common],
+                       help="per tool: permissions, what the sandbox allows it, and what is not approved")
+    p.add_argument("paths", nargs="+", metavar="DIR", help="a tools root, a tool folder or a TOOL.hdlp")
+    p.add_argument("--config", metavar="FILE",
+                   help="the approvals to check against ([approve]); default: the development default")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("eval", parents=[common], help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
     roots(p)
     p.add_argument("queries", metavar="QUERIES.tsv")
     p.add_argument("-q", "--quiet", action="store_true", help="the summary line only")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("audit-log", parents=[common], help="read the audit trail of bitong serve --audit FILE")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--tool", metavar="NAME", help="only this tool (a glob such as 'file-*')")
+    p.add_argument("--caller", metavar="ID", help="only this caller (a glob, such as 'uid:*')")
+    p.add_argument("--since", metavar="WHEN", help="only calls since: 2026-12-02T16:00:00Z, or 30m, 2h, 1d ago")
+    p.add_argument("--json", action="store_true", help="the lines as stored (JSON lines)")
+    p.add_argument("--no-rotated", action="store_true", help="read FILE only, not FILE.1 ... FILE.N")
+    p.set_defaults(func=cmd_audit_log)
     return top
 
 

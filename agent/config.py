@@ -28,10 +28,31 @@ endpoint::
     token_env = "FORGEJO_TOKEN"      # sent as "Authorization: token <token>"
     owner = "zhuyuan"                # defaults for calls that do not name them
     repo = "native-repo"
+
+    [auth.tokens.agent-a]            # a caller over TCP says who it is with this bearer token
+    token_env = "BITONG_TOKEN_AGENT_A"
+    [auth.tokens.ci]
+    token_file = "/run/secrets/bitong-ci"
+
+    [callers.agent-a]                # what one caller may call (glob patterns of tool names)
+    tools = ["file-*", "git-ops"]
+    [callers."uid:1000"]             # a unix socket peer, by uid
+    tools = ["*"]
+    [callers."*"]                    # every other identified caller (without it: nothing)
+    tools = ["system-info"]
     branch = "main"
 
     [python]
     interpreter = "/usr/bin/python3" # default: the server's own interpreter
+
+    [approve]                        # tools that may declare exec, fs_write, network, secret
+    tools = ["shell-exec", "file-write@3f9a1c2b7d04"]   # by name, or pinned to a sha256 prefix
+
+    [confirm]                        # require_confirm tools
+    by = "human"                     # "agent" (default): each tool's confirm_by decides
+    ttl_s = 300                      # how long a request waits for a person
+    http_token_env = "BITONG_APPROVALS_TOKEN"   # the approvals page's token (or http_token_file);
+                                     # default: a random one, printed at start
 
     [network_hosts]                  # an http tool's hosts here replace its definition's network_hosts
     http-request = ["api.example.com", "*.internal.example.com", "10.0.0.0/8"]
@@ -71,8 +92,13 @@ import urllib.parse
 from typing import Any
 from collections.abc import Mapping
 
-__all__ = ["Config", "ConfigError", "Defaults", "Endpoint", "PythonSettings", "Secret", "SecretUnavailable",
-           "Service", "HTTP_SERVICES", "load", "from_dict"]
+from . import approval
+
+__all__ = ["Config", "ConfigError", "ConfirmSettings", "Defaults", "Endpoint", "PythonSettings", "Secret",
+           "SecretUnavailable", "Service", "HTTP_SERVICES", "TOKEN_NAME", "load", "from_dict"]
+
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A bearer token's name: the caller id it establishes (no ``:`` or ``=``, so never a uid or a subject)."""
 
 HTTP_SERVICES = ("gatekeeper", "hlpd-api", "git-forgejo")
 """The executors whose endpoints come from the config, each a table of that name."""
@@ -189,6 +215,15 @@ class PythonSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class ConfirmSettings:
+    """``[confirm]``: who confirms require_confirm calls, and for how long a person may take."""
+
+    by: str = "agent"            # "human": every require_confirm tool waits for a person
+    ttl_s: float = 300.0
+    http_token: Secret | None = None   # the approvals page's token; None: a random one at start
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     """Everything the executors need from the config file (or the defaults, without one)."""
 
@@ -197,19 +232,30 @@ class Config:
     services: Mapping[str, Service] = dataclasses.field(
         default_factory=lambda: {name: Service(name) for name in HTTP_SERVICES})
     python: PythonSettings = PythonSettings()
-    secrets: Mapping[str, Mapping[str, Secret]] = dataclasses.field(default_factory=dict)
+    tool_secrets: Mapping[str, Mapping[str, Secret]] = dataclasses.field(default_factory=dict)
     """``[secrets.TOOL]``: environment variables for a tool that declares ``secret: true``, by name."""
     network_hosts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """``[network_hosts]``: per tool, the hosts its http calls may reach (replacing the definition's list)."""
+    # [auth.tokens.NAME]: where each caller's bearer token lives
+    tokens: Mapping[str, Secret] = dataclasses.field(default_factory=dict)
+    # [callers.ID] tools = [...]: the tool name patterns each caller may use (empty: no per-caller policy)
+    callers: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    approve: approval.Policy = approval.Policy()   # a config file approves only what it lists
+    confirm: ConfirmSettings = ConfirmSettings()
+
+    def secrets(self) -> list[Secret]:
+        """Every configured secret's source (endpoint, caller and approvals-page tokens), for redaction."""
+        found = [ep.token for svc in self.services.values() for ep in svc.endpoints.values() if ep.token]
+        page = [self.confirm.http_token] if self.confirm.http_token is not None else []
+        tool = [secret for named in self.tool_secrets.values() for secret in named.values()]
+        return [*found, *self.tokens.values(), *page, *tool]
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
 
     def secret_files(self) -> list[str]:
         """Every file a token is read from: the sandbox hides them from every tool."""
-        tokens = [ep.token for svc in self.services.values() for ep in svc.endpoints.values()]
-        tokens += [secret for named in self.secrets.values() for secret in named.values()]
-        return sorted({t.source for t in tokens if t is not None and t.kind == "file"})
+        return sorted({t.source for t in self.secrets() if t.kind == "file"})
 
 
 # ---------------------------------------------------------------- loading
@@ -229,15 +275,20 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES, "secrets", "network_hosts")
+    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers", "approve", "confirm", "secrets",
+              "network_hosts")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
     services = {name: _service(path, name, _table(path, name, data.get(name, {}))) for name in HTTP_SERVICES}
+    tokens = _tokens(path, _table(path, "auth", data.get("auth", {})))
+    callers = _callers(path, _table(path, "callers", data.get("callers", {})))
+    approve = _approve(path, _table(path, "approve", data.get("approve", {})))
+    confirm = _confirm(path, _table(path, "confirm", data.get("confirm", {})))
     secrets = _tool_secrets(path, _table(path, "secrets", data.get("secrets", {})))
     hosts = _network_hosts(path, _table(path, "network_hosts", data.get("network_hosts", {})))
-    return Config(path=path, defaults=defaults, services=services, python=python, secrets=secrets,
-                  network_hosts=hosts)
+    return Config(path=path, defaults=defaults, services=services, python=python, tokens=tokens, callers=callers,
+                  approve=approve, confirm=confirm, tool_secrets=secrets, network_hosts=hosts)
 
 
 def _network_hosts(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -280,6 +331,87 @@ def _tool_secrets(path: str, table: Mapping[str, Any]) -> dict[str, dict[str, Se
             named[var] = secret
         out[tool] = named
     return out
+
+
+def _tokens(path: str, table: Mapping[str, Any]) -> dict[str, Secret]:
+    _known(path, "[auth]", table, ("tokens",))
+    named = _table(path, "auth.tokens", table.get("tokens", {}))
+    tokens: dict[str, Secret] = {}
+    for name, entry in named.items():
+        where = f"[auth.tokens.{name}]"
+        if not TOKEN_NAME.fullmatch(name):
+            raise ConfigError(f"{path}: {where}: a token's name is the caller's id: letters, digits, '.', '_' "
+                              "and '-' (at most 64), starting with a letter or digit")
+        entry = _table(path, f"auth.tokens.{name}", entry)
+        _known(path, where, entry, ("token_env", "token_file"))
+        secret = _secret(path, where, entry)
+        if secret is None:
+            raise ConfigError(f"{path}: {where}: expected token_env = \"VARIABLE\" or token_file = \"/path\"")
+        tokens[name] = secret
+    values = [(name, secret.reveal()) for name, secret in tokens.items()]
+    for i, (name, value) in enumerate(values):
+        for other, again in values[:i]:
+            if value == again:
+                raise ConfigError(f"{path}: [auth.tokens.{name}] and [auth.tokens.{other}] hold the same token: "
+                                  "a token must say which caller presents it")
+    return tokens
+
+
+def _callers(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    callers: dict[str, tuple[str, ...]] = {}
+    for name, entry in table.items():
+        where = f"[callers.{name}]" if TOKEN_NAME.fullmatch(name) else f'[callers."{name}"]'
+        entry = _table(path, f"callers.{name}", entry)
+        _known(path, where, entry, ("tools",))
+        tools = entry.get("tools")
+        if not isinstance(tools, list) or not all(isinstance(t, str) and t and not _CONTROL.search(t)
+                                                  for t in tools):
+            raise ConfigError(f"{path}: {where} tools: expected a list of tool names or patterns, "
+                              "such as [\"file-*\", \"git-ops\"] ([] allows nothing)")
+        callers[name] = tuple(tools)
+    return callers
+
+
+
+def _approve(path: str, table: Mapping[str, Any]) -> approval.Policy:
+    _known(path, "[approve]", table, ("tools",))
+    try:
+        grants = approval.parse(table.get("tools", []))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return approval.Policy(grants, f"the config file {path}")
+
+
+def _confirm(path: str, table: Mapping[str, Any]) -> ConfirmSettings:
+    _known(path, "[confirm]", table, ("by", "ttl_s", "http_token_env", "http_token_file"))
+    by = _text(path, "[confirm] by", table.get("by", "agent"))
+    if by not in ("agent", "human"):
+        raise ConfigError(f"{path}: [confirm] by: expected \"agent\" or \"human\", found {by!r}")
+    ttl = table.get("ttl_s", 300)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 86_400:
+        raise ConfigError(f"{path}: [confirm] ttl_s: expected seconds between 1 and 86400")
+    token: Secret | None = None
+    if "http_token_env" in table and "http_token_file" in table:
+        raise ConfigError(f"{path}: [confirm]: give http_token_env or http_token_file, not both")
+    if "http_token_env" in table:
+        var = _text(path, "[confirm] http_token_env", table["http_token_env"])
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            raise ConfigError(f"{path}: [confirm] http_token_env: expected the name of an environment variable")
+        token = Secret("env", var)
+    elif "http_token_file" in table:
+        file = _text(path, "[confirm] http_token_file", table["http_token_file"])
+        if not os.path.isabs(file):
+            raise ConfigError(f"{path}: [confirm] http_token_file: expected an absolute path")
+        token = Secret("file", file)
+    if token is not None:
+        try:
+            value = token.reveal()
+        except SecretUnavailable as exc:
+            raise ConfigError(f"{path}: [confirm]: {exc}") from None
+        if len(value) < 16:
+            raise ConfigError(f"{path}: [confirm]: the approvals page's token from {token.describe()} is shorter "
+                              "than 16 characters: use a long random one")
+    return ConfirmSettings(by=by, ttl_s=float(ttl), http_token=token)
 
 
 def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
@@ -354,7 +486,7 @@ def _endpoint(path: str, service: str, name: str, table: Mapping[str, Any], wher
 
 
 def _secret(path: str, where: str, table: Mapping[str, Any]) -> Secret | None:
-    """``token_env`` or ``token_file`` of a table, checked to hold a token now; None when neither is given."""
+    """The token source a table names (token_env or token_file), checked readable now; None without one."""
     token: Secret | None = None
     if "token_env" in table and "token_file" in table:
         raise ConfigError(f"{path}: {where}: give token_env or token_file, not both")

@@ -1,16 +1,48 @@
-"""Where the sidecar listens, and how a listen address becomes a gRPC target.
+"""Where the sidecar listens, how a listen address becomes a gRPC target, and what a listener demands.
 
 Its own small module so the CLI can name the default without importing the
 server (and grpc) for commands that never start one.
+
+The rules for a listener (issue 9 §4), checked by :func:`check` before
+anything binds:
+
+* ``unix:/path``: the peer's uid (SO_PEERCRED) is the caller; the socket is
+  created with ``--socket-mode`` (0600). TLS options do not apply.
+* TCP on a loopback address: without any authentication configured, calls
+  are anonymous (development), with a warning at start.
+* TCP on any other address: TLS (``--tls-cert``/``--tls-key``) is required,
+  and so is a way for callers to say who they are: client certificates
+  (``--tls-client-ca``, mTLS) or bearer tokens (``[auth.tokens]``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import os
+import socket
 
-__all__ = ["DEFAULT_LISTEN", "grpc_address"]
+__all__ = ["DEFAULT_LISTEN", "ListenError", "Security", "check", "grpc_address", "is_loopback", "host_of"]
 
 DEFAULT_LISTEN = "127.0.0.1:50151"
+
+
+class ListenError(ValueError):
+    """The listener cannot start as configured; ``str()`` says what to add or change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Security:
+    """The transport options of ``bitong serve``: TLS files and the unix socket's mode."""
+
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    socket_mode: int = 0o600
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert)
 
 
 def grpc_address(listen: str) -> str:
@@ -18,3 +50,55 @@ def grpc_address(listen: str) -> str:
     if listen.startswith("unix:") and not listen.startswith("unix:/"):
         return "unix:" + os.path.abspath(listen[5:])
     return listen
+
+
+def host_of(listen: str) -> str:
+    """The host part of ``host:port`` / ``[v6]:port``, brackets removed."""
+    host = listen.rsplit(":", 1)[0]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def is_loopback(listen: str) -> bool:
+    """True when every address the listen host names is a loopback address (an unresolvable name is not)."""
+    host = host_of(listen)
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    if not host:
+        return False   # ":50151" listens on every address
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]).is_loopback
+                               for info in infos)
+
+
+def check(listen: str, security: Security, *, tokens: bool) -> bool:
+    """Refuse a listener that would let callers in unnamed (ListenError); True when calls will be anonymous."""
+    if bool(security.tls_cert) != bool(security.tls_key):
+        raise ListenError("--tls-cert and --tls-key go together: give both (the server's certificate chain "
+                          "and its private key)")
+    if security.tls_client_ca and not security.tls:
+        raise ListenError("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked "
+                          "during a TLS handshake")
+    for option, path in (("--tls-cert", security.tls_cert), ("--tls-key", security.tls_key),
+                         ("--tls-client-ca", security.tls_client_ca)):
+        if path and not os.path.isfile(path):
+            raise ListenError(f"{option} {path}: no such file")
+    if listen.startswith("unix:"):
+        if security.tls:
+            raise ListenError("TLS options apply to a TCP listener; a unix socket's caller is its peer uid")
+        return False
+    mtls = bool(security.tls_client_ca)
+    if is_loopback(listen):
+        return not (mtls or tokens)
+    if not security.tls:
+        raise ListenError(f"--listen {listen} is not a loopback address: anyone who can reach it could run tools. "
+                          "Give --tls-cert and --tls-key (and --tls-client-ca or [auth.tokens] in the config so "
+                          "callers say who they are), or listen on 127.0.0.1 or a unix socket")
+    if not (mtls or tokens):
+        raise ListenError(f"--listen {listen} is not a loopback address and no caller would have to say who it "
+                          "is: give --tls-client-ca (client certificates) or [auth.tokens] in the config")
+    return False

@@ -40,6 +40,7 @@ from bitong.v1.agent_pb2 import ToolDef
 
 from parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_file
 
+from .approval import MIN_PIN, Policy as ApprovalPolicy
 from .match import index as matcher
 from .match.calibrate import calibrate
 from .match.semantic import Embedder
@@ -87,6 +88,7 @@ class LoadError:
     column: int
     message: str
     serving_previous: str = ""
+    unapproved: tuple[str, ...] = ()   # sensitive permissions the approval policy does not grant
 
     def __str__(self) -> str:
         tail = f" (still serving the last good version of '{self.serving_previous}')" if self.serving_previous else ""
@@ -155,16 +157,39 @@ def _root_of(path: str) -> str:
     return os.path.dirname(os.path.dirname(path))
 
 
-def _resolve(files: Mapping[str, _FileState]) -> tuple[dict[str, ToolDef], list[LoadError]]:
-    """Tools by name (the first root wins a name) and every load error."""
+def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = None,
+             previous: Mapping[str, ToolDef] | None = None) -> tuple[dict[str, ToolDef], list[LoadError]]:
+    """Tools by name (the first root wins a name) and every load error.
+
+    With a ``policy``, a tool declaring a sensitive permission it does not
+    approve is not served; if the ``previous`` snapshot served an approved
+    version of the same file, that version keeps serving (as for a file that
+    stops parsing): it is exactly what was approved, and an edit must not
+    turn an approved tool into a different one nor take it away unseen.
+    """
     tools: dict[str, ToolDef] = {}
     errors: list[LoadError] = []
+    served_from: dict[str, ToolDef] | None = None
     for path, state in files.items():
         if state.error is not None:
             errors.append(state.error)
         tool = state.tool
         if tool is None:
             continue
+        if policy is not None and policy.unapproved(tool):
+            if served_from is None:
+                served_from = {t.source_path: t for t in (previous or {}).values()}
+            kept = served_from.get(path)
+            if kept is not None and (kept is tool or policy.unapproved(kept)):
+                kept = None
+            why = policy.refusal(tool)
+            why += (f"; the version approved before (sha256 {kept.content_sha256[:MIN_PIN]}) keeps serving"
+                    if kept is not None else "; the tool does not serve")
+            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "",
+                                    policy.unapproved(tool)))
+            if kept is None:
+                continue
+            tool = kept
         if tool.name in tools:
             first = tools[tool.name].source_path
             errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
@@ -181,13 +206,15 @@ class Registry:
     """
 
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
-                 embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES) -> None:
+                 embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
+                 approval: ApprovalPolicy | None = None) -> None:
         if not roots:
             raise ValueError("at least one tools root is needed")
         if max_file_bytes < 1:
             raise ValueError(f"max_file_bytes must be at least 1, got {max_file_bytes}")
         self.roots = tuple(os.path.abspath(r) for r in roots)
         self.max_file_bytes = max_file_bytes
+        self.approval = approval   # None: no approval check (a library user's choice; the server always sets one)
         self._vocabulary = vocabulary
         self._embedder = embedder
         self._lock = threading.Lock()
@@ -264,7 +291,7 @@ class Registry:
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState],
                   lost_roots: Mapping[str, LoadError] | None = None) -> Snapshot:
-        tools, errors = _resolve(files)
+        tools, errors = _resolve(files, self.approval, old.tools)
         upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
         remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
@@ -276,7 +303,7 @@ class Registry:
 
     def _first_snapshot(self, files: dict[str, _FileState], analyses: dict[str, bytes]) -> Snapshot:
         """A snapshot from stored files, its index restored from stored analyses where still fresh."""
-        tools, errors = _resolve(files)
+        tools, errors = _resolve(files, self.approval, self.snapshot.tools)
         stored = [(tool, analyses.get(tool.source_path, b"")) for tool in tools.values()]
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import functools
 import logging
+import os
 import signal
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -23,16 +26,26 @@ from grpc_reflection.v1alpha import reflection
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
+from . import admin, approval
+from .admin import ApprovalsServicer
+from .approval import Policy as ApprovalPolicy
+from .approvals_page import ApprovalsPage
+from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
-from .config import Config
+from .callers import CallerPolicy, PermissionDenied
+from .config import Config, SecretUnavailable
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import STDOUT
 from .executors.sandbox import Sandbox
-from .listen import DEFAULT_LISTEN, grpc_address
+from .identity import Authenticator, Caller, Unauthenticated
+from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of
+from .peercred import UnixFront
 from .registry import Registry
 from .service import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, ToolAgent
 
-__all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "Servicer", "Sidecar", "serve", "grpc_address"]
+__all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "ListenError", "Security", "Servicer", "Sidecar", "serve",
+           "grpc_address"]
 
 log = logging.getLogger("bitong.server")
 
@@ -41,6 +54,9 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ToolAgent"].full_name
 _MESSAGE_LIMIT = 64 * 1024 * 1024
 _CHANNEL_OPTIONS = [("grpc.max_send_message_length", _MESSAGE_LIMIT),
                     ("grpc.max_receive_message_length", _MESSAGE_LIMIT)]
+# SO_REUSEPORT (gRPC's default on Linux) lets a second server bind the same port and take part of
+# the calls meant for the first; off, the second one fails to start.
+_SERVER_OPTIONS = [*_CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)]
 
 
 # Stop the tool this much before the caller's deadline (at most), so the result
@@ -49,6 +65,9 @@ _REPLY_MARGIN_S = 0.05
 
 
 _Context = grpc.aio.ServicerContext[Any, Any]
+
+# How long a shutdown waits for cancelled calls to unwind (kill their process groups, write their audit line).
+_UNWIND_S = 5.0
 
 
 def _deadline(context: _Context) -> float | None:
@@ -96,14 +115,33 @@ def _value(value: struct_pb2.Value) -> Any:
 class Servicer(pb_grpc.ToolAgentServicer):
     """Match runs on a small thread pool (its CPU work must not stall other calls); Call on the loop."""
 
-    def __init__(self, agent: ToolAgent, match_pool: concurrent.futures.ThreadPoolExecutor | None = None) -> None:
+    def __init__(self, agent: ToolAgent, match_pool: concurrent.futures.ThreadPoolExecutor | None = None,
+                 authenticator: Authenticator | None = None) -> None:
         self.agent = agent
+        # None: every caller is anonymous-loopback (a Servicer built without a Sidecar, in tests)
+        self.authenticator = authenticator or Authenticator(anonymous=True)
         self.limits = agent.limits
         self.match_pool = match_pool or concurrent.futures.ThreadPoolExecutor(
             self.limits.match_workers, thread_name_prefix="bitong-match")
         self.matches = 0   # running or waiting for a thread
 
+    async def _caller(self, context: _Context, call: pb.CallRequest | None = None, rpc: str = "Call") -> Caller:
+        """The authenticated caller, or the RPC ends UNAUTHENTICATED (a refused Call is audited first)."""
+        try:
+            return self.authenticator.authenticate(context.peer(), context.auth_context(),
+                                                   tuple(context.invocation_metadata() or ()))
+        except (Unauthenticated, SecretUnavailable) as exc:
+            message = str(exc)
+        if call is not None:
+            trail = Trail(rpc=rpc, caller=Caller("unauthenticated", f"none (peer {context.peer()})"),
+                          refused=("UNAUTHENTICATED", message))
+            self.agent.audit_line(trail, call.tool, {}, None)
+        log.warning("refused a caller from %s: %s", context.peer(), message)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        raise AssertionError("abort returned")   # pragma: no cover - abort raises
+
     async def Match(self, request: pb.MatchRequest, context: _Context) -> pb.MatchResponse:
+        caller = await self._caller(context)
         try:
             self.agent.check_intent(request.intent)   # before a thread or the index is touched
             if self.matches >= self.limits.max_match_queued:
@@ -116,20 +154,34 @@ class Servicer(pb_grpc.ToolAgentServicer):
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.match_pool, functools.partial(
-                self.agent.match, request.intent, request.top_k, explain=request.explain))
+                self.agent.match, request.intent, request.top_k, explain=request.explain, caller=caller))
         finally:
             self.matches -= 1
 
     async def ListTools(self, request: pb.ListToolsRequest,
                         context: _Context) -> pb.ListToolsResponse:
-        return self.agent.list_tools()
+        caller = await self._caller(context)
+        return self.agent.list_tools(caller=caller)
+
+    def _checked_params(self, request: pb.CallRequest, caller: Caller, rpc: str) -> dict[str, Any]:
+        """The request's params; a request past the limits is audited, then raised (LimitExceeded)."""
+        try:
+            return _params(request, self.limits)
+        except LimitExceeded as exc:
+            self.agent.audit_line(Trail(rpc=rpc, caller=caller, refused=(exc.code, exc.message)), request.tool, {},
+                                  None)
+            raise
 
     async def Call(self, request: pb.CallRequest, context: _Context) -> pb.CallResult:
+        caller = await self._caller(context, request)
         try:
-            return await self.agent.call(request.tool, _params(request, self.limits),
-                                         confirm_token=request.confirm_token, deadline=_deadline(context))
+            return await self.agent.call(request.tool, self._checked_params(request, caller, "Call"),
+                                         confirm_token=request.confirm_token, deadline=_deadline(context),
+                                         caller=caller)
         except LimitExceeded as exc:
             await _abort(context, exc)
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
 
     async def StreamCall(self, request: pb.CallRequest, context: _Context) -> None:
         """Server streaming by context.write (not a generator): the chunks, then the result."""
@@ -141,12 +193,15 @@ class Servicer(pb_grpc.ToolAgentServicer):
             event.chunk.data = data
             await context.write(event)
 
+        caller = await self._caller(context, request, "StreamCall")
         try:
-            result = await self.agent.call(request.tool, _params(request, self.limits),
+            result = await self.agent.call(request.tool, self._checked_params(request, caller, "StreamCall"),
                                            confirm_token=request.confirm_token, deadline=_deadline(context),
-                                           sink=sink)
+                                           sink=sink, caller=caller)
         except LimitExceeded as exc:
             await _abort(context, exc)
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         await context.write(pb.CallEvent(result=result))
 
 
@@ -161,11 +216,30 @@ class Sidecar:
     def __init__(self, roots: Sequence[str], listen: str = DEFAULT_LISTEN, *, config: Config | None = None,
                  vocabulary: Any = None, embedder: Any = None, threshold: float | None = None, poll_s: float = 0.5,
                  grace_s: float = 30.0, state_path: str | None = None, limits: Limits | None = None,
-                 sandbox: Sandbox | None = None) -> None:
-        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder)
+                 security: Security | None = None, audit_path: str | None = None,
+                 audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
+                 approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
+                 approvals_http: str | None = None, sandbox: Sandbox | None = None) -> None:
+        self.config = config or Config()
+        self.security = security or Security()
+        # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
+        self.approvals = approvals or (config.approve if config is not None else approval.development())
+        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
+        self.audit_path = audit_path
+        self.audit_options = (audit_max_bytes, audit_keep)
+        confirm = self.config.confirm
+        # human confirmations only where a person can decide them: the admin socket or the approvals page
+        human = HumanConfirmations(confirm.ttl_s) if admin_socket or approvals_http else None
         self.agent = ToolAgent(self.registry, executors=Executors(config, sandbox=sandbox), threshold=threshold,
-                               limits=limits)
+                               limits=limits,
+                               policy=CallerPolicy(self.config.callers), human=human, confirm_by=confirm.by)
+        self.front: UnixFront | None = None
+        self.admin_socket = admin_socket
+        self.approvals_http = approvals_http
+        self.approvals_token = confirm.http_token.reveal() if confirm.http_token is not None else None
+        self.admin_server: grpc.aio.Server | None = None
+        self.page: ApprovalsPage | None = None
         self.match_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.servicer: Servicer | None = None
         self.listen = listen
@@ -174,26 +248,93 @@ class Sidecar:
         self.health = health.aio.HealthServicer()
         self.port = 0
 
+    def _tokens(self) -> dict[str, str]:
+        """The configured caller tokens' current values (read now: a rotated token file is picked up)."""
+        return {name: secret.reveal() for name, secret in self.config.tokens.items()}
+
     async def start(self) -> None:
+        """Check the listener's rules (ListenError), load the tools, open the audit file, listen."""
+        anonymous = check(self.listen, self.security, tokens=bool(self.config.tokens))
+        if self.audit_path:   # before anything starts: a trail that cannot be written stops the server
+            max_bytes, keep = self.audit_options
+            self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
+                                        redactor=Redactor(self.config.secrets()))
         snap = await self.cache.start()
         for err in snap.errors:
             log.error("%s", err)
-        self.server = grpc.aio.server(options=_CHANNEL_OPTIONS)
+        await self._start_approvals()
+        self.server = grpc.aio.server(options=_SERVER_OPTIONS)
         self.match_pool = concurrent.futures.ThreadPoolExecutor(self.agent.limits.match_workers,
                                                                 thread_name_prefix="bitong-match")
-        self.servicer = Servicer(self.agent, self.match_pool)
+        unix = self.listen.startswith("unix:")
+        if unix:
+            self.front = UnixFront(grpc_address(self.listen)[5:], self.security.socket_mode)
+        authenticator = Authenticator(tokens=self._tokens, unix_peers=self.front.caller if self.front else None,
+                                      mtls=bool(self.security.tls_client_ca), anonymous=anonymous)
+        self.servicer = Servicer(self.agent, self.match_pool, authenticator)
         pb_grpc.add_ToolAgentServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # reflection: grpcurl and other generic clients discover the contract without the .proto
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)
-        self.port = self.server.add_insecure_port(grpc_address(self.listen))
-        if self.port == 0 and not self.listen.startswith("unix:"):
-            raise OSError(f"cannot listen on {self.listen}")
-        await self.server.start()
+        try:
+            self.port = self._add_port(self.server)
+            await self.server.start()
+            if self.front is not None:
+                await self.front.start()
+        except BaseException:
+            await self.server.stop(0)
+            await self._close()
+            raise
+        if anonymous:
+            log.warning("SECURITY: %s accepts calls from anyone on this host without authentication (loopback "
+                        "TCP, development only): use a unix socket, [auth.tokens] or --tls-client-ca", self.address)
+        if self.config.callers:
+            log.info("caller policy: %d [callers] table(s)", len(self.config.callers))
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("bitong serving %d tools on %s (watch: %s)", len(snap.tools), self.address, self.cache.mode)
+
+    def _add_port(self, server: grpc.aio.Server) -> int:
+        """Bind gRPC's listener (TLS when configured); raises OSError that says why a TCP port is refused."""
+        if self.front is not None:
+            return server.add_insecure_port(self.front.grpc_address)
+        sec = self.security
+        try:
+            if sec.tls:
+                with open(sec.tls_key, "rb") as key, open(sec.tls_cert, "rb") as cert:
+                    pair = [(key.read(), cert.read())]
+                client_ca = None
+                if sec.tls_client_ca:
+                    with open(sec.tls_client_ca, "rb") as ca:
+                        client_ca = ca.read()
+                creds = grpc.ssl_server_credentials(pair, root_certificates=client_ca,
+                                                    require_client_auth=client_ca is not None)
+                port = server.add_secure_port(self.listen, creds)
+            else:
+                port = server.add_insecure_port(self.listen)
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise OSError(errno.EADDRINUSE, f"cannot listen on {self.listen}: {_bind_problem(self.listen)}")
+        return port
+    async def _start_approvals(self) -> None:
+        """The admin socket and the approvals page: the only ways to decide a human confirmation."""
+        book = self.agent.human
+        if book is None:
+            log.warning("no admin socket and no approvals page: confirm_by: human tools answer refused")
+            return
+        if self.admin_socket:
+            self.admin_server = grpc.aio.server()
+            who = f"the admin socket (uid {os.geteuid()} or root)"
+            pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(book, who), self.admin_server)
+            admin.bind(self.admin_server, self.admin_socket)
+            await self.admin_server.start()
+            log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
+        if self.approvals_http:
+            self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
+            self.page.start()
+            log.info("approvals page on %s", self.page.url)
 
     @property
     def address(self) -> str:
@@ -206,11 +347,61 @@ class Sidecar:
         """Stop taking calls, let those in flight finish (up to the grace period), stop watching."""
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.front is not None:
+            self.front.close()   # no new connections; the ones in flight keep their relay while draining
         if self.server is not None:
             await self.server.stop(self.grace_s if grace_s is None else grace_s)
+        await self._close()
+
+    async def _close(self) -> None:
+        if self.front is not None:
+            await self.front.stop()
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
+        await self._stop_approvals()
         await self.cache.stop()
+        if self.agent.audit is not None:
+            # Calls the grace period cut off are being cancelled: their lines come as they unwind.
+            cut_off = [task for task in self.agent.running if not task.done()]
+            if cut_off:
+                await asyncio.wait(cut_off, timeout=_UNWIND_S)
+            self.agent.audit.close()   # after the drain: every Call's line is in, and synced
+
+    async def _stop_approvals(self) -> None:
+        if self.page is not None:
+            await asyncio.to_thread(self.page.stop)
+            self.page = None
+        if self.admin_server is not None:
+            await self.admin_server.stop(0)
+            self.admin_server = None
+            if self.admin_socket:
+                try:
+                    os.unlink(self.admin_socket)
+                except OSError:
+                    pass
+
+
+def _bind_problem(listen: str) -> str:
+    """Why gRPC could not bind (it only says that it could not): the OS's answer to a plain bind."""
+    host, _, port = listen.rpartition(":")
+    try:
+        number = int(port)
+        infos = socket.getaddrinfo(host_of(listen) or None, number, type=socket.SOCK_STREAM)
+    except (ValueError, OSError) as exc:
+        return f"not a host:port this machine can listen on ({exc})"
+    for family, kind, proto, _, address in infos:
+        probe = socket.socket(family, kind, proto)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (f"port {number} is already in use (another bitong serve, or another program); "
+                        "stop it or choose another port")
+            return exc.strerror or str(exc)
+        finally:
+            probe.close()
+    return "gRPC could not bind it (run with GRPC_VERBOSITY=debug for its reason)"
+
 
 
 async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: Any) -> None:
@@ -222,6 +413,9 @@ async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: A
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"bitong: serving on {sidecar.address}", flush=True)
+    if sidecar.page is not None:
+        shown = "" if sidecar.approvals_token else f"?token={sidecar.page.token}"
+        print(f"bitong: approvals page on {sidecar.page.url}{shown}", flush=True)
     await stop.wait()
     log.info("signal received: draining calls in flight")
     await sidecar.stop()

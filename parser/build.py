@@ -56,7 +56,9 @@ MAX_DEPTH = 32
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
 OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint")
-_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "max_memory_mb", "max_procs", "cpu_s")
+_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "confirm_by", "max_memory_mb", "max_procs",
+                    "cpu_s")
+CONFIRM_BY = ("agent", "human")
 _PERMISSION_FLAGS = ("fs_read", "fs_write", "exec", "network", "secret")
 _PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths", "network_hosts")
 _PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize",
@@ -480,6 +482,17 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
         for limit in ("max_memory_mb", "max_procs", "cpu_s"):
             if limit in cfields:
                 setattr(constraints, limit, _int(ctx, cfields[limit][1], limit, minimum=1))
+        if "confirm_by" in cfields:
+            by_node = cfields["confirm_by"][1]
+            by = _text(ctx, by_node, "confirm_by")
+            if by not in CONFIRM_BY:
+                raise ctx.fail(by_node, f"confirm_by must be one of: {', '.join(CONFIRM_BY)}, found '{by}'")
+            if by == "human" and not constraints.require_confirm:
+                raise ctx.fail(by_node, "confirm_by: human needs require_confirm: true (a person confirms only a "
+                                        "call that asks for confirmation)")
+            constraints.confirm_by = by
+    if not constraints.confirm_by:
+        constraints.confirm_by = "agent"
 
     tool.version = DEFAULT_VERSION
     if "version" in fields:

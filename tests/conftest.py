@@ -82,3 +82,29 @@ async def sidecar(tools_root: Path, tmp_path: Path, request: pytest.FixtureReque
 async def stub(sidecar: object) -> AsyncIterator[pb_grpc.ToolAgentStub]:
     async with grpc.aio.insecure_channel(sidecar.address) as channel:  # type: ignore[attr-defined]
         yield pb_grpc.ToolAgentStub(channel)
+
+
+@pytest.fixture
+async def start_sidecar(tools_root: Path) -> AsyncIterator[object]:
+    """start_sidecar(listen, **Sidecar options) -> a started Sidecar on the test's tools root; all stopped after."""
+    from agent.approval import development
+    from agent.server import Sidecar
+
+    started: list[Sidecar] = []
+
+    async def start(listen: str, **options: object) -> Sidecar:
+        options.setdefault("poll_s", 0.1)
+        options.setdefault("grace_s", 5)
+        config = options.get("config")
+        if "approvals" not in options and (config is None or not config.approve.grants):  # type: ignore[attr-defined]
+            options["approvals"] = development()   # the bundled tools serve, as they do without --config
+        car = Sidecar([str(tools_root)], listen, **options)  # type: ignore[arg-type]
+        await car.start()
+        started.append(car)
+        return car
+
+    try:
+        yield start
+    finally:
+        for car in reversed(started):
+            await car.stop(0)

@@ -7,6 +7,7 @@ breaks as soon as two conftest.py files are collected in one run.
 from __future__ import annotations
 
 import os
+from typing import Any
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,16 @@ constraints: {{ timeout_ms: {timeout_ms}, max_output_bytes: {max_output_bytes}, 
 created: 2026-11-30
 why: {why}
 """
+
+
+def approve(sidecar: Any, *names: str) -> None:
+    """Approve test tools that declare a sensitive permission, as a config's [approve] would."""
+    import dataclasses
+
+    from agent.approval import Grant
+
+    policy = sidecar.registry.approval
+    sidecar.registry.approval = dataclasses.replace(policy, grants=(*policy.grants, *(Grant(n) for n in names)))
 
 
 def writes_to(folder: object) -> str:

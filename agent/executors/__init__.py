@@ -73,8 +73,8 @@ class Executors:
         defaults = config.defaults
         self.backoff = Backoff(first_s=defaults.retry_backoff_s, max_s=defaults.retry_backoff_max_s)
         runners: list[Executor] = [
-            ShellExecutor(sandbox=sandbox, secrets=config.secrets),
-            PythonExecutor(config.python, sandbox=sandbox, secrets=config.secrets),
+            ShellExecutor(sandbox=sandbox, secrets=config.tool_secrets),
+            PythonExecutor(config.python, sandbox=sandbox, secrets=config.tool_secrets),
             HttpExecutor(defaults, config.network_hosts),
             GatekeeperExecutor(config.service("gatekeeper"), defaults),
             HlpdApiExecutor(config.service("hlpd-api"), defaults),

@@ -70,8 +70,9 @@ class Outcome:
     streamed_stderr_bytes: int = 0
     retryable: bool = False
     param_errors: tuple[tuple[str, str], ...] = ()
-    sandboxed: bool = False  # the process ran in the OS sandbox (sandbox.py)
-    argv: tuple[str, ...] = ()  # process executors: the tool's argv as it ran
+    sandboxed: bool = False              # ran inside the OS sandbox
+    argv: tuple[str, ...] = ()           # process executors: the exact argv that ran
+    http_request: str = ""               # HTTP executors: "METHOD scheme://host/path?query" as sent
 
 
 class Executor(Protocol):

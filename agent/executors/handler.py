@@ -126,6 +126,7 @@ class PythonExecutor:
                                         readable=self.readable)
         finally:
             os.close(fd)
+        outcome.argv = tuple(self.argv)
         if tail is not None:
             _explain(outcome, tail.data, True, tool.method)
         else:

@@ -224,6 +224,7 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
                        error="timed out before start: the deadline had already passed; nothing was sent")
     state = _State()
     method = request.method.upper()
+    shown = f"{method} {target.scheme}://{target.host_header}{target.target}"   # no headers: they hold tokens
     writer: asyncio.StreamWriter | None = None
     timeout = asyncio.timeout(deadline - started)
     failure = ""
@@ -288,7 +289,9 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
     finally:
         if writer is not None:
             writer.transport.abort()  # one request per connection; abort frees it now, even mid-body
-    return _outcome(state, started, deadline, cap, method, target, sink is not None, failure, retryable, timed_out)
+    out = _outcome(state, started, deadline, cap, method, target, sink is not None, failure, retryable, timed_out)
+    out.http_request = shown
+    return out
 
 
 async def _connect(target: _Target, hosts: Sequence[str] | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

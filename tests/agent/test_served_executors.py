@@ -24,6 +24,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
+from agent.approval import Policy, parse
 from agent.server import Sidecar
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
@@ -76,7 +77,8 @@ async def served(services: tuple[Gatekeeper, Forgejo, FakeServer], tmp_path: Pat
         "BS-SG-001": {"url": dead, "token_env": TOKEN_VAR}}})
     root = tmp_path / "tools"
     write_tools(root, web)
-    car = Sidecar([str(root)], f"unix:{tmp_path}/b.sock", config=config, poll_s=0.1, grace_s=1)
+    approvals = Policy(parse(["web-get"]))   # the one tool here that declares a sensitive permission (network)
+    car = Sidecar([str(root)], f"unix:{tmp_path}/b.sock", config=config, poll_s=0.1, grace_s=1, approvals=approvals)
     await car.start()
     try:
         async with grpc.aio.insecure_channel(car.address) as channel:

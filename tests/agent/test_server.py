@@ -6,6 +6,7 @@ The first four tests are seed 000 §4's acceptance cases, in its words.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import time
@@ -18,7 +19,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent.match import SUGGESTION
-from tests.support import tool_text, writes_to
+from tests.support import approve, tool_text, writes_to
 from bitong.v1 import agent_pb2 as pb
 
 WriteTool = Callable[..., Path]
@@ -160,8 +161,9 @@ async def test_params_are_coerced_by_the_schema(stub, write_tool: WriteTool, too
 
 
 async def test_a_confirm_tool_runs_only_with_its_token_and_exact_params(
-        stub, write_tool: WriteTool, tmp_path: Path) -> None:
+        stub, sidecar, write_tool: WriteTool, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
+    approve(sidecar, "danger")   # it declares exec and fs_write (it runs touch, writes tmp_path)
     write_tool("danger", command="touch {path}", confirm=True, permissions=writes_to(tmp_path),
                params="{ path: { type: string, required: true } }")
 
@@ -251,7 +253,8 @@ async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) ->
     assert await until(dead, within=5.0), "cancelling the call must kill everything it started"
 
 
-async def test_output_beyond_max_output_bytes_is_cut_and_said(stub, write_tool: WriteTool) -> None:
+async def test_output_beyond_max_output_bytes_is_cut_and_said(stub, sidecar, write_tool: WriteTool) -> None:
+    approve(sidecar, "chatty")   # it declares exec (a pipe of two programs)
     write_tool("chatty", max_output_bytes=1000, command="/bin/sh -c 'yes | head -c 5000000; echo done >&2'",
                permissions="exec: true")
 
@@ -313,10 +316,14 @@ def _alive(pid: int) -> bool:
 
 
 async def test_a_path_outside_the_allow_list_is_refused_before_any_confirmation(
-        stub, write_tool: WriteTool, tmp_path: Path) -> None:
+        stub, sidecar, write_tool: WriteTool, tmp_path: Path) -> None:
+    from agent.approval import Grant
+
     text = tool_text("guarded-rm", command="rm -- {path}", confirm=True,
                      params="{ path: { type: string, required: true, normalize: [path] } }")
     text = text.replace("author:", f'permissions: {{ fs_write: true, fs_write_paths: ["{tmp_path}/**"] }}\nauthor:')
+    policy = sidecar.registry.approval   # fs_write is sensitive: approve this tool as a config would
+    sidecar.registry.approval = dataclasses.replace(policy, grants=(*policy.grants, Grant("guarded-rm")))
     write_tool("guarded-rm", text)
 
     async def loaded() -> bool:
@@ -352,3 +359,43 @@ async def test_a_served_call_says_it_ran_sandboxed_and_what_ran(stub) -> None:
     assert list(result.argv) == ["/bin/sh", "-c", 'cd -- "$1" && exec /bin/sh -c "$2"', "shell-exec", ".",
                                  "ls /proc | grep -c '^[0-9]'"]
     assert int(result.output) < 10   # the call's own processes only
+
+
+async def test_an_edited_pinned_tool_is_reported_over_grpc_and_its_approved_version_keeps_serving(
+        tools_root: Path, tmp_path: Path, write_tool: WriteTool) -> None:
+    """The cache agent applies the approvals at every rescan while serving (hot reload)."""
+    import hashlib
+
+    from agent import config
+    from agent.server import Sidecar
+    from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+    reviewed = tool_text("runner", command="echo reviewed") + "permissions: { exec: true }\n"
+    path = write_tool("runner", reviewed)
+    pin = hashlib.sha256(reviewed.encode()).hexdigest()[:12]
+    cfg = config.from_dict({"approve": {"tools": [f"runner@{pin}"]}}, "prod.toml")
+    car = Sidecar([str(tools_root)], f"unix:{tmp_path}/pinned.sock", config=cfg, poll_s=0.05, grace_s=1)
+    await car.start()
+    try:
+        async with grpc.aio.insecure_channel(car.address) as channel:
+            agent = pb_grpc.ToolAgentStub(channel)
+            listed = await agent.ListTools(pb.ListToolsRequest())
+            assert [t.name for t in listed.tools] == ["file-read", "file-stats", "git-ops", "runner"]
+            shell = next(e for e in listed.errors if e.path.endswith("shell-exec/TOOL.hdlp"))
+            assert list(shell.unapproved) == ["exec"] and "prod.toml does not approve" in shell.message
+
+            write_tool("runner", reviewed.replace("echo reviewed", "echo edited"))
+
+            async def reported() -> bool:
+                errors = (await agent.ListTools(pb.ListToolsRequest())).errors
+                return any(e.path == str(path) for e in errors)
+
+            assert await until(reported, within=10.0)
+            errors = (await agent.ListTools(pb.ListToolsRequest())).errors
+            err = next(e for e in errors if e.path == str(path))
+            assert list(err.unapproved) == ["exec"] and err.serving_previous == "runner"
+            assert f"only for runner@{pin}" in err.message
+            ran = await agent.Call(request("runner"))
+            assert ran.ok and ran.output == b"reviewed\n"   # the approved version, not the edit
+    finally:
+        await car.stop(0)

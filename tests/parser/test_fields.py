@@ -50,6 +50,7 @@ constraints:
   timeout_ms: 15000
   max_output_bytes: 1048576
   require_confirm: true
+  confirm_by: human
 author: ICE-GL-ZY001
 created: 2026-06-01
 why: 看最近改了什么是排查的第一步。
@@ -65,7 +66,7 @@ def test_defaults(backend: Backend) -> None:
     permissions all false, retry 0; optional lists empty."""
     tool = p(make(), backend)
     c = tool.constraints
-    assert (c.timeout_ms, c.max_output_bytes, c.require_confirm) == (30000, 65536, False)
+    assert (c.timeout_ms, c.max_output_bytes, c.require_confirm, c.confirm_by) == (30000, 65536, False, "agent")
     assert tool.version == "0.1.0"
     perms = tool.permissions
     assert (perms.fs_read, perms.fs_write, perms.exec, perms.network, perms.secret) == (False,) * 5
@@ -88,6 +89,14 @@ def test_constraint_defaults_apply_one_by_one(constraints: str, backend: Backend
     assert c.timeout_ms == (5 if "timeout_ms" in constraints else 30000)
     assert c.max_output_bytes == (7 if "max_output_bytes" in constraints else 65536)
     assert c.require_confirm is ("require_confirm" in constraints)
+    assert c.confirm_by == "agent"
+
+
+@pytest.mark.parametrize("by", ["agent", "human"])
+def test_confirm_by_names_who_confirms(by: str, backend: Backend) -> None:
+    """confirm_by sits in constraints beside require_confirm, in any order."""
+    c = p(make(constraints=f"constraints: {{ confirm_by: {by}, require_confirm: true }}"), backend).constraints
+    assert (c.require_confirm, c.confirm_by) == (True, by)
 
 
 def test_permission_defaults_apply_one_by_one(backend: Backend) -> None:
@@ -115,7 +124,7 @@ def test_every_field_lands_in_its_place(backend: Backend) -> None:
     assert (perms.fs_read, perms.fs_write, perms.exec, perms.network, perms.secret) == (True, False, True, False, False)
     assert list(perms.fs_read_paths) == ["/srv/**", "/home/**"] and list(perms.fs_write_paths) == []
     c = tool.constraints
-    assert (c.timeout_ms, c.max_output_bytes, c.require_confirm) == (15000, 1048576, True)
+    assert (c.timeout_ms, c.max_output_bytes, c.require_confirm, c.confirm_by) == (15000, 1048576, True, "human")
     assert (tool.author, tool.created, tool.why) == ("ICE-GL-ZY001", "2026-06-01", "看最近改了什么是排查的第一步。")
     assert tool.source_path == "/srv/tools/git-log/TOOL.hdlp"
 

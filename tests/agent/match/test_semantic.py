@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.cache import CacheAgent
-from agent.match.semantic import E5Embedder, default_embedder, negation_stripped
+from agent.match.semantic import USEEmbedder, default_embedder, negation_stripped
 from agent.registry import Registry
 
 TOOL = """name: {name}
@@ -30,7 +30,7 @@ why: 团队需要
 class Counting:
     """The real model, counting the tool texts it is asked to embed."""
 
-    def __init__(self, inner: E5Embedder) -> None:
+    def __init__(self, inner: USEEmbedder) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.passages_embedded = 0
