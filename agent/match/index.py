@@ -28,6 +28,7 @@ has its vectors, the index ranks lexically, with the lexical calibration.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import heapq
 import marshal
@@ -297,7 +298,8 @@ class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
     __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
-                 "_matrix", "_names", "_hubs", "_backend", "calibration", "lexical_calibration")
+                 "_matrix", "_names", "_hubs", "_hub_mean", "_title_mass", "_backend", "calibration",
+                 "lexical_calibration")
 
     def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
                  postings: dict[str, dict[str, float]], embedder: Embedder | None,
@@ -314,6 +316,8 @@ class Index:
         self._matrix: np.ndarray | None = None
         self._names: list[str] = []
         self._hubs: np.ndarray | None = None
+        self._hub_mean: float | None = None
+        self._title_mass: dict[str, float] = {}   # each tool's title idf mass, computed when first asked
         self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
         self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
 
@@ -380,7 +384,7 @@ class Index:
     def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> Index:
         """A new Index with these tools replaced, added or removed; ``self`` stays valid and unchanged.
 
-        Costs what the changed tools touch: only their posting lists are copied.
+        Costs what the changed tools touch: only the posting lists whose entry for them changed are copied.
         """
         entries = dict(self._entries)
         postings = dict(self._postings)
@@ -393,12 +397,15 @@ class Index:
                 postings[term] = dict(postings.get(term, ()))
             return postings[term]
 
-        def drop(name: str) -> None:
+        def drop(name: str, keep: Mapping[str, float] | None = None) -> None:
+            # keep: the tool's new weights; a posting that stays as it was is not copied
             old = entries.pop(name, None)
             vectors.pop(name, None)
             if old is None:
                 return
-            for term in old.weights:
+            for term, p in old.weights.items():
+                if keep is not None and keep.get(term) == p:
+                    continue
                 plist = own(term)
                 plist.pop(name, None)
                 if not plist:
@@ -415,11 +422,13 @@ class Index:
                 a = item
             else:
                 a = analyze(item, self._vocabulary, self._backend)
-            drop(a.name)
+            before = entries.get(a.name)
+            drop(a.name, a.weights)
             entries[a.name] = a
             upserted.append(a)
             for term, p in a.weights.items():
-                own(term)[a.name] = p
+                if before is None or before.weights.get(term) != p:
+                    own(term)[a.name] = p
         index = Index(self._vocabulary, entries, postings, self._embedder, vectors, self._backend,
                       self.calibration, self.lexical_calibration)
         index._vectors.update(index._stored_vectors(a for a in upserted if a.name not in vectors))
@@ -519,7 +528,12 @@ class Index:
         hub = self.calibration.hub
         c = float(vec @ qv)
         if hub:
-            c -= 0.5 * hub.get(name, float(np.mean(list(hub.values()))))
+            h = hub.get(name)
+            if h is None:  # a tool newer than the calibration: the registry's mean hubness
+                if self._hub_mean is None:
+                    self._hub_mean = float(np.mean(list(hub.values())))
+                h = self._hub_mean
+            c -= 0.5 * h
         return c
 
     def match(self, intent: str, top_k: int = 3, *, threshold: float | None = None,
@@ -618,7 +632,11 @@ class Index:
             var_q = float(sims.var())
             mu = (m * mu_q + _PRIOR_N * prior_mu) / (m + _PRIOR_N)
             sigma = math.sqrt((m * var_q + _PRIOR_N * _PRIOR_SIGMA ** 2) / (m + _PRIOR_N))
-            top = np.argsort(-sims)[:_CANDIDATES] if m > _CANDIDATES else np.argsort(-sims)
+            if m > _CANDIDATES:  # the best few, in order, without sorting the whole registry
+                top = np.argpartition(-sims, _CANDIDATES)[:_CANDIDATES]
+                top = top[np.argsort(-sims[top])]
+            else:
+                top = np.argsort(-sims)
             for i in top:
                 cos[names[int(i)]] = float(sims[int(i)])
             for name in lex_top:
@@ -674,13 +692,11 @@ class Index:
                 wmass = sum(weight * held_out[0].weights.get(term, 0.0) for term, weight in word_terms)
             wshare = wmass / word_total
             # How much of the tool's own title the request names: long requests do not dilute it.
-            tmass = tnamed = 0.0
-            for term in a.title:
-                plist = self._postings.get(term)
-                ti = idf(n, len(plist)) if plist else 0.0
-                tmass += ti
-                if term in q:
-                    tnamed += ti
+            tmass = self._title_mass.get(name)
+            if tmass is None:  # the index is immutable: once per tool
+                tmass = self._title_mass[name] = sum(idf(n, len(self._postings[t])) for t in a.title
+                                                     if t in self._postings)
+            tnamed = sum(idf(n, len(self._postings[t])) for t in a.title if t in q and t in self._postings)
             tcov = tnamed / tmass if tmass > 0 else 0.0
             # the lexical rank counts only where there is lexical evidence to rank by
             lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
@@ -740,13 +756,18 @@ class Index:
                 e["d12"] = r - other if len(ranks) > 1 else 1.0
                 e["p1"] = math.exp(r - ranks[0]) / norm
                 e["decision"] = _logit(DECISION_WEIGHTS, e)
+                e["calibrated"] = score
                 score = DECISION_SHARE * _sigmoid(e["decision"]) + (1.0 - DECISION_SHARE) * score
-            hits.append(Hit(name, round(score, 4), tuple(_readable(matched.get(name, ()))), e))
+            hits.append(Hit(name, round(score, 4), (), e))
         hits.sort(key=lambda h: (-h.evidence["rank"], h.name))
+        # the matched words, for the candidates a caller can be shown (top_k is at most 20)
+        for i, h in enumerate(hits[:_SHOWN_HITS]):
+            hits[i] = dataclasses.replace(h, matched_terms=tuple(_readable(matched.get(h.name, ()))))
         return hits, missing
 
 
 _SHOWN = 24  # terms shown to a person; a long request is not explained word by word
+_SHOWN_HITS = 20  # candidates whose matched terms are spelled out (Match's top_k is at most 20)
 
 
 class _Share:
@@ -810,6 +831,9 @@ def _explain(found: bool, hits: list[Hit], missing: tuple[str, ...], limit: floa
     facts = [f"explains {e.get('share', 0.0):.0%} of the request's words"]
     if "z" in e:
         facts.append(f"meaning z={e['z']:.1f} over the registry")
+    if "decision" in e:
+        facts.append(f"the decision model says {_sigmoid(e['decision']):.2f} and this registry's "
+                     f"calibration {e.get('calibrated', 0.0):.2f}")
     if e.get("kw"):
         facts.append("a trigger keyword matched")
     if "ng_line" in e:

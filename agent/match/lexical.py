@@ -38,6 +38,7 @@ OOV_FACTOR = 0.6   # a term no tool has counts this share of the largest idf
 TYPO_FACTOR = 0.7  # a word corrected by one edit counts this much
 WEAK_SPREAD = 64   # a character or pinyin term in more tools than this only refines (see accumulate)
 COMMON_SPREAD = 256  # any term in more tools than this only refines, once candidates exist
+QUANTUM = 64.0       # presences are multiples of 1/QUANTUM
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -54,7 +55,10 @@ def presences(fields: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
     norm = 1.0 - B + B * (length / REF_LEN)
     out: dict[str, float] = {}
     for term, f in tf.items():
-        out[term] = f / (f + K1 * norm)
+        # Quantized (as search engines quantize impacts): an edit that changes the
+        # tool's length leaves most presences as they were, so a re-index copies
+        # only the posting lists of the terms the edit really moved.
+        out[term] = round(f / (f + K1 * norm) * QUANTUM) / QUANTUM
     return out
 
 
