@@ -86,7 +86,7 @@ def extensions() -> list[Extension]:
     return exts
 
 
-REAPER_SOURCE = "agent/executors/reaper.c"
+REAPER_SOURCES = ("agent/executors/reaper.c", "agent/executors/sandbox.c", "agent/executors/sandbox.h")
 REAPER_TARGET = "agent/executors/_reaper"
 
 
@@ -108,8 +108,8 @@ class build_py_and_reaper(build_py):
         import subprocess
         import sys
 
-        source = ROOT / REAPER_SOURCE
-        if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
+        sources = [ROOT / name for name in REAPER_SOURCES]
+        if target.exists() and all(target.stat().st_mtime >= s.stat().st_mtime for s in sources):
             return
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if not cc:
@@ -117,7 +117,7 @@ class build_py_and_reaper(build_py):
                   "only", file=sys.stderr)
             return
         target.parent.mkdir(parents=True, exist_ok=True)
-        base = [cc, "-O2", "-Wall", "-o", str(target), str(source)]
+        base = [cc, "-O2", "-Wall", "-o", str(target), *(str(s) for s in sources if s.suffix == ".c")]
         for extra in (["-static"], []):
             if subprocess.run(base + extra, capture_output=True).returncode == 0:
                 return

@@ -96,6 +96,36 @@ def _config(args: argparse.Namespace) -> Any:
         raise SystemExit(EXIT_USAGE) from None
 
 
+def _sandbox(args: argparse.Namespace) -> None:
+    """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason.
+    The server's own files (its config, its state file, its unix socket) are hidden from every tool."""
+    from .executors import sandbox
+
+    try:
+        listen = str(getattr(args, "listen", "") or "")
+        own = [getattr(args, "config", None), getattr(args, "state", None), getattr(args, "audit", None),
+               listen[len("unix:"):] if listen.startswith("unix:") else None, *_admin_paths(args)]
+        config = _config(args)
+        if config is not None:
+            own += config.secret_files()   # the token files: no tool reads them
+        sandbox.configure(getattr(args, "sandbox", "auto"), hidden=[p for p in own if p])
+    except sandbox.SandboxUnavailable as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+
+
+def _admin_paths(args: argparse.Namespace) -> list[str]:
+    """The admin socket (and its own folder): a tool reaching it could approve its own call."""
+    from . import admin
+
+    given = getattr(args, "admin_socket", None)
+    if given == "off":
+        return []
+    path = str(given) if given else admin.default_path()
+    folder = os.path.dirname(path)
+    return [path, folder] if os.path.basename(folder).startswith("bitong") else [path]
+
+
 def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     from .executors import Executors
     from .registry import Registry
@@ -103,6 +133,7 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
 
     from . import approval
 
+    _sandbox(args)
     config = _config(args)
     executors = Executors(config)
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
@@ -523,6 +554,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.audit_max_bytes < 1024 or args.audit_keep < 0:
         print("bitong: --audit-max-bytes must be at least 1024 and --audit-keep 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    _sandbox(args)
     config = _config(args)
     if config is None:
         logging.getLogger("bitong.approvals").warning(
@@ -685,6 +717,10 @@ def _parser() -> argparse.ArgumentParser:
     # also accepted after the command; SUPPRESS keeps a subcommand from resetting the top-level value
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("--sandbox", choices=("auto", "required", "off"), default="auto",
+                        help="run process tools in the OS sandbox built from their permissions: auto (default: "
+                             "where the kernel allows, warning loudly where not), required (refuse to start "
+                             "without it), off")
     sub = top.add_subparsers(dest="command", required=True)
 
     def roots(p: argparse.ArgumentParser) -> None:

@@ -54,6 +54,13 @@ endpoint::
     http_token_env = "BITONG_APPROVALS_TOKEN"   # the approvals page's token (or http_token_file);
                                      # default: a random one, printed at start
 
+    [network_hosts]                  # an http tool's hosts here replace its definition's network_hosts
+    http-request = ["api.example.com", "*.internal.example.com", "10.0.0.0/8"]
+
+    [secrets.deploy]                 # given to the tool "deploy" only, and only if it declares secret: true
+    DEPLOY_TOKEN = { token_env = "DEPLOY_TOKEN" }            # the child's variable = where the value lives
+    REGISTRY_PASSWORD = { token_file = "/run/secrets/registry" }
+
 Rules, each a :class:`ConfigError` at load time that says what to write:
 
 * **Secrets are never in the file.** A token is named by where it lives:
@@ -225,6 +232,10 @@ class Config:
     services: Mapping[str, Service] = dataclasses.field(
         default_factory=lambda: {name: Service(name) for name in HTTP_SERVICES})
     python: PythonSettings = PythonSettings()
+    tool_secrets: Mapping[str, Mapping[str, Secret]] = dataclasses.field(default_factory=dict)
+    """``[secrets.TOOL]``: environment variables for a tool that declares ``secret: true``, by name."""
+    network_hosts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """``[network_hosts]``: per tool, the hosts its http calls may reach (replacing the definition's list)."""
     # [auth.tokens.NAME]: where each caller's bearer token lives
     tokens: Mapping[str, Secret] = dataclasses.field(default_factory=dict)
     # [callers.ID] tools = [...]: the tool name patterns each caller may use (empty: no per-caller policy)
@@ -236,10 +247,15 @@ class Config:
         """Every configured secret's source (endpoint, caller and approvals-page tokens), for redaction."""
         found = [ep.token for svc in self.services.values() for ep in svc.endpoints.values() if ep.token]
         page = [self.confirm.http_token] if self.confirm.http_token is not None else []
-        return [*found, *self.tokens.values(), *page]
+        tool = [secret for named in self.tool_secrets.values() for secret in named.values()]
+        return [*found, *self.tokens.values(), *page, *tool]
 
     def service(self, executor: str) -> Service:
         return self.services.get(executor) or Service(executor)
+
+    def secret_files(self) -> list[str]:
+        """Every file a token is read from: the sandbox hides them from every tool."""
+        return sorted({t.source for t in self.secrets() if t.kind == "file"})
 
 
 # ---------------------------------------------------------------- loading
@@ -259,7 +275,8 @@ def load(path: str) -> Config:
 
 def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     """Check an already parsed document (what :func:`load` does after reading); raises :class:`ConfigError`."""
-    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers", "approve", "confirm")
+    tables = ("defaults", "python", *HTTP_SERVICES, "auth", "callers", "approve", "confirm", "secrets",
+              "network_hosts")
     _known(path, "", data, tables)
     defaults = _defaults(path, _table(path, "defaults", data.get("defaults", {})))
     python = _python(path, _table(path, "python", data.get("python", {})))
@@ -268,8 +285,52 @@ def from_dict(data: Mapping[str, Any], path: str = "<config>") -> Config:
     callers = _callers(path, _table(path, "callers", data.get("callers", {})))
     approve = _approve(path, _table(path, "approve", data.get("approve", {})))
     confirm = _confirm(path, _table(path, "confirm", data.get("confirm", {})))
+    secrets = _tool_secrets(path, _table(path, "secrets", data.get("secrets", {})))
+    hosts = _network_hosts(path, _table(path, "network_hosts", data.get("network_hosts", {})))
     return Config(path=path, defaults=defaults, services=services, python=python, tokens=tokens, callers=callers,
-                  approve=approve, confirm=confirm)
+                  approve=approve, confirm=confirm, tool_secrets=secrets, network_hosts=hosts)
+
+
+def _network_hosts(path: str, table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for tool, hosts in table.items():
+        where = f"[network_hosts] {tool}"
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", tool):
+            raise ConfigError(f"{path}: {where}: expected a tool's name (a-z, 0-9, _ and -)")
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise ConfigError(f"{path}: {where}: expected a non-empty list of host names, addresses or networks, "
+                              'such as ["api.example.com", "10.0.0.0/8"]')
+        out[tool] = tuple(h.strip() for h in hosts)
+    return out
+
+
+_RESERVED_VARS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+
+
+def _tool_secrets(path: str, table: Mapping[str, Any]) -> dict[str, dict[str, Secret]]:
+    out: dict[str, dict[str, Secret]] = {}
+    for tool, entries in table.items():
+        where = f"[secrets.{tool}]"
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", tool):
+            raise ConfigError(f"{path}: {where}: expected a tool's name (a-z, 0-9, _ and -)")
+        named: dict[str, Secret] = {}
+        for var, spec in _table(path, f"secrets.{tool}", entries).items():
+            at = f"{where} {var}"
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var.startswith(("BITONG_", "LC_")) \
+                    or var in _RESERVED_VARS:
+                raise ConfigError(f"{path}: {at}: expected the name of the environment variable the tool reads "
+                                  "(letters, digits, _; not PATH, HOME, LC_*, BITONG_* or the like)")
+            if not isinstance(spec, dict):
+                raise ConfigError(f"{path}: {at}: a secret is never written in the config file; name where it "
+                                  "comes from instead: { token_env = \"VARIABLE\" } or { token_file = \"/path\" }")
+            _known(path, at, spec, ("token_env", "token_file"))
+            secret = _secret(path, at, spec)
+            if secret is None:
+                raise ConfigError(f"{path}: {at}: expected {{ token_env = \"VARIABLE\" }} or "
+                                  "{ token_file = \"/path\" }")
+            named[var] = secret
+        out[tool] = named
+    return out
 
 
 def _tokens(path: str, table: Mapping[str, Any]) -> dict[str, Secret]:

@@ -37,6 +37,7 @@ from .config import Config, SecretUnavailable
 from .humanconfirm import HumanConfirmations
 from .executors import Executors
 from .executors.base import STDOUT
+from .executors.sandbox import Sandbox
 from .identity import Authenticator, Caller, Unauthenticated
 from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of
 from .peercred import UnixFront
@@ -218,7 +219,7 @@ class Sidecar:
                  security: Security | None = None, audit_path: str | None = None,
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
-                 approvals_http: str | None = None) -> None:
+                 approvals_http: str | None = None, sandbox: Sandbox | None = None) -> None:
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
@@ -230,7 +231,8 @@ class Sidecar:
         confirm = self.config.confirm
         # human confirmations only where a person can decide them: the admin socket or the approvals page
         human = HumanConfirmations(confirm.ttl_s) if admin_socket or approvals_http else None
-        self.agent = ToolAgent(self.registry, executors=Executors(config), threshold=threshold, limits=limits,
+        self.agent = ToolAgent(self.registry, executors=Executors(config, sandbox=sandbox), threshold=threshold,
+                               limits=limits,
                                policy=CallerPolicy(self.config.callers), human=human, confirm_by=confirm.by)
         self.front: UnixFront | None = None
         self.admin_socket = admin_socket

@@ -67,8 +67,14 @@ def allowances(tool: ToolDef) -> tuple[tuple[str, str], ...]:
     """What the sandbox lets ``tool`` do, in words, from its permissions (README, Security)."""
     perms = tool.permissions
     if tool.executor not in PROCESS_EXECUTORS:
-        net = "yes: the server sends the HTTP request" if perms.network or tool.executor != "http" else \
-              "no: an http tool without network: true is refused"
+        if tool.executor != "http":
+            net = "yes: the server sends the HTTP request to the configured endpoint"
+        elif not perms.network:
+            net = "no: an http tool without network: true is refused"
+        elif perms.network_hosts:
+            net = f"only to {', '.join(perms.network_hosts)} (or the config's [network_hosts] for it)"
+        else:
+            net = "any host but loopback and link-local addresses (network_hosts would narrow it)"
         return (("process", f"none: executor {tool.executor} is an HTTP request the server sends"),
                 ("network", net),
                 ("secrets", "the configured endpoint's token" if tool.executor != "http" else

@@ -56,11 +56,13 @@ MAX_DEPTH = 32
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
 OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint")
-_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "confirm_by")
+_CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "confirm_by", "max_memory_mb", "max_procs",
+                    "cpu_s")
 CONFIRM_BY = ("agent", "human")
 _PERMISSION_FLAGS = ("fs_read", "fs_write", "exec", "network", "secret")
-_PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths")
-_PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize")
+_PERMISSION_LISTS = ("fs_read_paths", "fs_write_paths", "network_hosts")
+_PARAM_KEYS = ("type", "required", "description", "default", "enum", "min", "max", "pattern", "normalize",
+               "allow_option")
 # The keys each map allows, as dicts: ordered for messages, hashed for lookups.
 _ALLOWED_TOP = dict.fromkeys(REQUIRED + OPTIONAL)
 _ALLOWED_CONSTRAINTS = dict.fromkeys(_CONSTRAINT_KEYS)
@@ -315,6 +317,8 @@ def _param(ctx: _Ctx, key: Any, node: nodes.Node, spec: pb.ParamSpec) -> None:
         spec.required = _bool(ctx, fields["required"][1], f"required of {where}")
     if "description" in fields:
         spec.description = _text(ctx, fields["description"][1], f"description of {where}", empty_ok=True)
+    if "allow_option" in fields:
+        spec.allow_option = _bool(ctx, fields["allow_option"][1], f"allow_option of {where}")
     bounds: dict[str, float] = {}  # kept here: cheaper than asking the message (HasField) again
     for bound in ("min", "max"):
         if bound in fields:
@@ -475,6 +479,9 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
             constraints.max_output_bytes = _int(ctx, cfields["max_output_bytes"][1], "max_output_bytes", minimum=1)
         if "require_confirm" in cfields:
             constraints.require_confirm = _bool(ctx, cfields["require_confirm"][1], "require_confirm")
+        for limit in ("max_memory_mb", "max_procs", "cpu_s"):
+            if limit in cfields:
+                setattr(constraints, limit, _int(ctx, cfields[limit][1], limit, minimum=1))
         if "confirm_by" in cfields:
             by_node = cfields["confirm_by"][1]
             by = _text(ctx, by_node, "confirm_by")
@@ -507,6 +514,9 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
         for lst in _PERMISSION_LISTS:
             if lst in pfields:
                 getattr(perms, lst).extend(_text_list(ctx, pfields[lst][1], f"permissions.{lst}"))
+        if "network_hosts" in pfields and not perms.network:
+            raise ctx.fail(pfields["network_hosts"][0], "permissions.network_hosts narrows network: true, "
+                           "and this tool does not declare it: expected network: true beside it")
     if "retry" in fields:
         tool.retry = _int(ctx, fields["retry"][1], "retry", minimum=0, maximum=_INT32_MAX)
     if "endpoint" in fields:

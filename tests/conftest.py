@@ -63,10 +63,14 @@ def write_tool(tools_root: Path) -> WriteTool:
 
 
 @pytest.fixture
-async def sidecar(tools_root: Path, tmp_path: Path) -> AsyncIterator[object]:
+async def sidecar(tools_root: Path, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[object]:
+    """A served sidecar; ``@pytest.mark.host_proc``: without the OS sandbox, for tests that read host pids
+    through /proc (the sandbox gives each call a /proc of its own namespace)."""
+    from agent.executors.sandbox import Sandbox
     from agent.server import Sidecar
 
-    car = Sidecar([str(tools_root)], f"unix:{tmp_path}/bitong.sock", poll_s=0.1, grace_s=5)
+    box = Sandbox("off", False, "the test reads host pids") if request.node.get_closest_marker("host_proc") else None
+    car = Sidecar([str(tools_root)], f"unix:{tmp_path}/bitong.sock", poll_s=0.1, grace_s=5, sandbox=box)
     await car.start()
     try:
         yield car

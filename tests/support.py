@@ -7,6 +7,7 @@ breaks as soon as two conftest.py files are collected in one run.
 from __future__ import annotations
 
 import os
+from typing import Any
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,20 +34,38 @@ executor: shell
 command: {command}
 params_schema: {params}
 constraints: {{ timeout_ms: {timeout_ms}, max_output_bytes: {max_output_bytes}, require_confirm: {confirm} }}
-author: test-suite
+{permissions}author: test-suite
 created: 2026-11-30
 why: {why}
 """
 
 
+def approve(sidecar: Any, *names: str) -> None:
+    """Approve test tools that declare a sensitive permission, as a config's [approve] would."""
+    import dataclasses
+
+    from agent.approval import Grant
+
+    policy = sidecar.registry.approval
+    sidecar.registry.approval = dataclasses.replace(policy, grants=(*policy.grants, *(Grant(n) for n in names)))
+
+
+def writes_to(folder: object) -> str:
+    """The permissions of a test tool that runs other programs and writes into ``folder`` (in the sandbox,
+    a tool without them sees a private /tmp and may run only its own program)."""
+    return f'exec: true, fs_write: true, fs_write_paths: ["{folder}/**"]'
+
+
 def tool_text(name: str, *, command: str = "echo hello", params: str = "{}", intent: str = "",
               display: str = "", timeout_ms: int = 30000, max_output_bytes: int = 65536,
-              confirm: bool = False, why: str = "a tool the tests write") -> str:
-    """A valid shell-executor TOOL.hdlp (every placeholder in command must be in params)."""
+              confirm: bool = False, why: str = "a tool the tests write", permissions: str = "") -> str:
+    """A valid shell-executor TOOL.hdlp (every placeholder in command must be in params);
+    ``permissions``: the flow map's inside, e.g. ``exec: true``."""
     return TOOL_TEMPLATE.format(
         name=name, display=display or name, intent=intent or f"run the {name} test tool",
         command=command, params=params, timeout_ms=timeout_ms, max_output_bytes=max_output_bytes,
         confirm="true" if confirm else "false", why=why,
+        permissions=f"permissions: {{ {permissions} }}\n" if permissions else "",
     )
 
 

@@ -38,6 +38,7 @@ from .handler import PythonExecutor
 from .hlpd_api import HlpdApiExecutor
 from .http_endpoint import HttpExecutor
 from .retry import Backoff, run_with_retry
+from .sandbox import Sandbox
 from .shell import ShellExecutor
 
 __all__ = ["Executor", "ExecutorUnavailable", "Executors", "Outcome", "Sink", "STDOUT", "STDERR", "KNOWN",
@@ -65,15 +66,16 @@ class ExecutorUnavailable(LookupError):
 class Executors:
     """One instance of every executor, configured; see the module docstring."""
 
-    def __init__(self, config: Config | None = None) -> None:
+    def __init__(self, config: Config | None = None, *, sandbox: Sandbox | None = None) -> None:
+        """``sandbox``: the process executors' OS sandbox (default: the server's, see sandbox.py)."""
         config = config or Config()
         self.config = config
         defaults = config.defaults
         self.backoff = Backoff(first_s=defaults.retry_backoff_s, max_s=defaults.retry_backoff_max_s)
         runners: list[Executor] = [
-            ShellExecutor(),
-            PythonExecutor(config.python),
-            HttpExecutor(defaults),
+            ShellExecutor(sandbox=sandbox, secrets=config.tool_secrets),
+            PythonExecutor(config.python, sandbox=sandbox, secrets=config.tool_secrets),
+            HttpExecutor(defaults, config.network_hosts),
             GatekeeperExecutor(config.service("gatekeeper"), defaults),
             HlpdApiExecutor(config.service("hlpd-api"), defaults),
             ForgejoExecutor(config.service("git-forgejo"), defaults),

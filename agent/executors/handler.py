@@ -51,16 +51,19 @@ import site
 import sys
 import tempfile
 from typing import Any
+from collections.abc import Mapping
 
 from bitong.v1.agent_pb2 import ToolDef
 
 from ..allowlist import ENV as ALLOWLIST_ENV
-from ..config import PythonSettings
+from ..config import PythonSettings, Secret, SecretUnavailable
 from . import handler_worker as worker
 from . import reaper
 from .base import STDERR, Outcome, Sink
+from . import sandbox as sandboxes
 from .reaper import Containment
-from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process
+from .sandbox import Sandbox
+from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process, secret_env
 
 __all__ = ["PythonExecutor", "HANDLER_FILE"]
 
@@ -74,7 +77,8 @@ class PythonExecutor:
     name = "python"
 
     def __init__(self, settings: PythonSettings = PythonSettings(), *, use_pidfd: bool | None = None,
-                 containment: Containment | None = None) -> None:
+                 containment: Containment | None = None, sandbox: Sandbox | None = None,
+                 secrets: Mapping[str, Mapping[str, Secret]] | None = None) -> None:
         interpreter = settings.interpreter
         own = os.path.realpath(interpreter) == os.path.realpath(sys.executable)
         # -I: no PYTHON* variables, no user site, no script folder on sys.path; -B: no .pyc in tool folders.
@@ -85,6 +89,13 @@ class PythonExecutor:
         self.paths = [package_parent] + (_site_dirs() if own else [])
         self.use_pidfd = use_pidfd
         self.containment = reaper.containment() if containment is None else containment
+        self.sandbox = sandboxes.current() if sandbox is None else sandbox
+        self.secrets = secrets or {}
+        # What the interpreter reads to start (its prefix, the agent package, site-packages): readable even
+        # for a tool whose fs_read_paths would hide them.
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if own else set()
+        here = os.path.dirname(os.path.realpath(interpreter))
+        self.readable = tuple(sorted({os.path.realpath(p) for p in [*prefixes, *self.paths, here]}))
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -101,14 +112,18 @@ class PythonExecutor:
                            error=f"executor python: there is no {HANDLER_FILE} in {folder}")
         payload = json.dumps({"handler": handler, "function": tool.method, "params": params,
                               "path": [folder, *self.paths]}, ensure_ascii=False).encode("utf-8")
-        env = child_env(tool)
+        try:
+            env = secret_env(tool, self.secrets, child_env(tool)) or {}
+        except SecretUnavailable as exc:
+            return Outcome(ok=False, error=f"{exc}; nothing ran")
         env[ALLOWLIST_ENV["fs_read_paths"]] = json.dumps(list(tool.permissions.fs_read_paths))
         env[ALLOWLIST_ENV["fs_write_paths"]] = json.dumps(list(tool.permissions.fs_write_paths))
         tail = _Tail(sink) if sink is not None else None
         fd = _payload_fd(payload)
         try:
             outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
-                                        stdin=fd, env=env, containment=self.containment)
+                                        stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
+                                        readable=self.readable)
         finally:
             os.close(fd)
         outcome.argv = tuple(self.argv)

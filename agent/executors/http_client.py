@@ -55,6 +55,7 @@ import urllib.parse
 from typing import Any
 from collections.abc import Awaitable, Callable, Sequence
 
+from . import destinations
 from .base import STDERR, STDOUT, Outcome, Sink
 from .shell import render_value
 
@@ -203,8 +204,12 @@ def _tls() -> ssl.SSLContext:
 
 
 async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | None = None,
-                user_agent: str = "bitong") -> Outcome:
+                user_agent: str = "bitong", hosts: Sequence[str] | None = None) -> Outcome:
     """Send ``request`` and answer with its :class:`Outcome` (see the module docstring).
+
+    ``hosts``: the tool's ``network_hosts`` (the generic ``http`` executor's
+    calls; None for configured endpoints): the destination is checked by
+    :mod:`.destinations` and the connection made to a checked address.
 
     Raises only CancelledError (and the sink's errors, after dropping the connection).
     """
@@ -228,10 +233,7 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
     try:
         try:
             async with timeout:
-                reader, writer = await asyncio.open_connection(
-                    target.host, target.port, limit=_MAX_HEAD,
-                    ssl=_tls() if target.scheme == "https" else None,
-                    server_hostname=target.host if target.scheme == "https" else None)
+                reader, writer = await _connect(target, hosts)
                 state.phase = "sending the request"
                 writer.write(head)
                 if request.body:
@@ -253,6 +255,8 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
             if not timeout.expired():
                 raise  # a socket-level timeout: an OSError, handled below
             timed_out = True
+    except destinations.Refused as exc:
+        return Outcome(ok=False, error=f"refused: {exc}; nothing was sent", duration_ms=int((time.monotonic() - started) * 1000))
     except TimeoutError as exc:  # the OS gave up connecting (ETIMEDOUT)
         failure = f"connection to {target.where} timed out ({exc.strerror or 'no answer'}) while {state.phase}"
     except ConnectionRefusedError:
@@ -288,6 +292,23 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
     out = _outcome(state, started, deadline, cap, method, target, sink is not None, failure, retryable, timed_out)
     out.http_request = shown
     return out
+
+
+async def _connect(target: _Target, hosts: Sequence[str] | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open the connection: to the host as named, or (``hosts`` given) to each checked address in turn."""
+    tls = _tls() if target.scheme == "https" else None
+    name = target.host if target.scheme == "https" else None
+    if hosts is None:
+        return await asyncio.open_connection(target.host, target.port, limit=_MAX_HEAD, ssl=tls, server_hostname=name)
+    addresses = await destinations.resolve(target.host, target.port, hosts)
+    last: OSError | None = None
+    for address in addresses:
+        try:
+            return await asyncio.open_connection(address, target.port, limit=_MAX_HEAD, ssl=tls, server_hostname=name)
+        except ConnectionRefusedError as exc:
+            last = exc
+    assert last is not None
+    raise last
 
 
 def _all_refused(exc: OSError) -> bool:

@@ -2,7 +2,9 @@
 
 Only for tools that declare ``permissions: { network: true }`` (seed 002
 §2.3: a network request is a permission the file must state); any other
-tool is refused before anything is sent.
+tool is refused before anything is sent. ``network_hosts`` narrows where it
+may connect, and loopback and link-local addresses need to be listed
+explicitly (see :mod:`.destinations`).
 
 The params it reads (declare the ones the tool offers in ``params_schema``):
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from collections.abc import Mapping
 
 from bitong.v1.agent_pb2 import ToolDef
 
@@ -50,8 +53,11 @@ class HttpExecutor:
 
     name = "http"
 
-    def __init__(self, defaults: Defaults = Defaults()) -> None:
+    def __init__(self, defaults: Defaults = Defaults(),
+                 network_hosts: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.defaults = defaults
+        # [network_hosts] of the config: per tool, replacing the definition's list
+        self.network_hosts = network_hosts or {}
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -86,4 +92,5 @@ class HttpExecutor:
             deadline = min(deadline, time.monotonic() + float(limit))
         return await fetch(Request(verb, url, headers, data), deadline=deadline,
                            cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT, sink=sink,
-                           user_agent=self.defaults.user_agent)
+                           user_agent=self.defaults.user_agent,
+                           hosts=self.network_hosts.get(tool.name, tuple(tool.permissions.network_hosts)))

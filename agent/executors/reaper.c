@@ -1,8 +1,13 @@
 /* bitong-reaper: run one tool call in its own PID namespace, so that nothing
  * the tool starts outlives the call or the server.
  *
- *   _reaper PARENT_PID ERRFD -- PROGRAM ARG...    run one call
+ *   _reaper PARENT_PID ERRFD [SANDBOX OPTION...] -- PROGRAM ARG...   run one call
  *   _reaper --probe                               can this kernel do it? (exit 0 and the mode, or 1 and why)
+ *   _reaper --landlock-abi                        the kernel's Landlock ABI (0: none)
+ *   _reaper --hold-netns                          an empty network namespace, kept until stdin closes
+ *
+ * The sandbox options (sandbox.c, built by sandbox.py) add namespaces in L,
+ * the filesystem view in I and the process's locks in T.
  *
  * Three processes (see reaper.py for the why):
  *
@@ -40,9 +45,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox.h"
+
 #define EXIT_SETUP 125 /* the namespace could not be made: nothing ran */
 
 static volatile sig_atomic_t init_pid = 0;
+static struct sandbox sb = {.net_fd = -1};
 static volatile sig_atomic_t stopping = 0;
 
 static void on_stop(int sig) {
@@ -67,12 +75,12 @@ static int write_file(const char *path, const char *text) {
 }
 
 /* A new PID namespace for the next child; "pid" or "user+pid", NULL (errno set) if refused. */
-static const char *new_pid_namespace(void) {
-    if (unshare(CLONE_NEWPID) == 0) return "pid";
+static const char *new_pid_namespace(int extra) {
+    if (unshare(CLONE_NEWPID | extra) == 0) return "pid";
     if (errno != EPERM) return NULL;
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) return NULL;
+    if (unshare(CLONE_NEWUSER | CLONE_NEWPID | extra) != 0) return NULL;
     char map[64];
     if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT) return NULL;
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -87,6 +95,7 @@ static void exec_tool(char **argv, int errfd, const sigset_t *empty) {
     for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
     sigprocmask(SIG_SETMASK, empty, NULL);
     if (errfd >= 0) fcntl(errfd, F_SETFD, FD_CLOEXEC);
+    if (sandbox_lock(&sb) != 0) _exit(EXIT_SETUP);
     execvp(argv[0], argv);
     int err = errno;
     if (errfd >= 0) {
@@ -103,6 +112,12 @@ static void run_init(char **argv, int errfd, int link, const sigset_t *empty) {
     struct pollfd p = {.fd = link, .events = POLLIN};
     if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR))) _exit(EXIT_SETUP);
     signal(SIGTERM, SIG_DFL);
+    if (sandbox_mounts(&sb) != 0) {
+        int status = EXIT_SETUP << 8; /* as if the tool exited 125: nothing ran */
+        ssize_t ignored = write(link, &status, sizeof status);
+        (void)ignored;
+        _exit(EXIT_SETUP);
+    }
     pid_t tool = fork();
     if (tool < 0) {
         say("fork", errno);
@@ -129,14 +144,24 @@ static void run_init(char **argv, int errfd, int link, const sigset_t *empty) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--landlock-abi") == 0) return sandbox_probe();
+    if (argc == 2 && strcmp(argv[1], "--hold-netns") == 0) return sandbox_hold_netns();
     int probe = argc == 2 && strcmp(argv[1], "--probe") == 0;
-    if (!probe && (argc < 5 || strcmp(argv[3], "--") != 0)) {
-        dprintf(2, "usage: %s PARENT_PID ERRFD -- PROGRAM [ARG...] | --probe\n", argv[0]);
+    int dashes = 3;
+    while (!probe && dashes < argc && strcmp(argv[dashes], "--") != 0) {
+        if (sandbox_option(&sb, argc, argv, &dashes) != 1) {
+            dprintf(2, "bitong-reaper: bad option %s\n", argv[dashes]);
+            return 2;
+        }
+        dashes++;
+    }
+    if (!probe && (argc < 5 || dashes + 1 >= argc)) {
+        dprintf(2, "usage: %s PARENT_PID ERRFD [SANDBOX OPTION...] -- PROGRAM [ARG...] | --probe\n", argv[0]);
         return 2;
     }
     pid_t parent = probe ? getppid() : (pid_t)atol(argv[1]);
     int errfd = probe ? -1 : atoi(argv[2]);
-    char **tool_argv = probe ? NULL : argv + 4;
+    char **tool_argv = probe ? NULL : argv + dashes + 1;
 
     /* Die with the server; if it is already gone, do nothing. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) return EXIT_SETUP;
@@ -152,9 +177,14 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    const char *mode = new_pid_namespace();
+    if (sandbox_cgroup(&sb) != 0) return EXIT_SETUP;
+    const char *mode = new_pid_namespace(sandbox_unshare_flags(&sb));
     if (!mode) {
         say("cannot create a PID namespace", errno);
+        return EXIT_SETUP;
+    }
+    if (sandbox_join_net(&sb) != 0) {
+        say("cannot enter the empty network namespace", errno);
         return EXIT_SETUP;
     }
     /* A credential change (the user namespace) clears the setting: set it again. */

@@ -25,8 +25,9 @@ setup.py) in a PID namespace of its own::
   (PDEATHSIG), then I, and the namespace goes with I. PDEATHSIG follows the
   *thread* that spawned L: spawns run on the loop's thread or the spawner
   pool's, which live as long as the server.
-* Inside, a tool sees its namespace's pids (``$$`` is 2); ``/proc`` is
-  still the host's (the sandbox issue mounts its own), and a tool cannot
+* Inside, a tool sees its namespace's pids (``$$`` is 2); with the OS
+  sandbox on (sandbox.py, the default where the kernel allows it) ``/proc``
+  is the namespace's own, otherwise still the host's; a tool cannot
   signal the server or any process outside its namespace by pid.
 * As root this is ``unshare(CLONE_NEWPID)``; as another user, a user
   namespace too, mapping the user's own uid and gid to themselves (so files
@@ -50,6 +51,7 @@ import functools
 import logging
 import os
 import subprocess
+from collections.abc import Sequence
 
 __all__ = ["Containment", "containment", "REAPER", "EXIT_SETUP", "ENV"]
 
@@ -80,9 +82,10 @@ class Containment:
     def namespaced(self) -> bool:
         return self.mode != "group"
 
-    def argv(self, errfd: int) -> list[str]:
-        """The launcher's words in front of a tool's argv; ``errfd`` gets an exec failure's errno."""
-        return [REAPER, str(os.getpid()), str(errfd), "--"]
+    def argv(self, errfd: int, options: Sequence[str] = ()) -> list[str]:
+        """The launcher's words in front of a tool's argv; ``errfd`` gets an exec failure's errno;
+        ``options`` are the sandbox's (sandbox.py)."""
+        return [REAPER, str(os.getpid()), str(errfd), *options, "--"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,6 +10,11 @@ never seen by a shell, so ``; rm -rf /`` or ``$(id)`` are just text. (The
 bundled ``shell-exec`` tool is ``/bin/sh -c {cmd}``: running a shell is that
 tool's choice, not this executor's.)
 
+A value that begins a word and starts with ``-`` is refused before
+anything runs (``param_errors``: "would be read as an option"), unless its
+parameter declares ``allow_option: true`` or a ``--`` word comes before it:
+see :func:`option_values`.
+
 Rendering a value into its token:
 
 * an optional parameter that is absent (no value, no default): the whole
@@ -79,11 +84,14 @@ from collections.abc import Mapping, Sequence
 
 from bitong.v1.agent_pb2 import ToolDef
 
+from ..config import Secret, SecretUnavailable
 from . import reaper
+from . import sandbox as sandboxes
 from .base import STDERR, STDOUT, Outcome, Sink
 from .reaper import Containment
+from .sandbox import Sandbox
 
-__all__ = ["ShellExecutor", "TemplateError", "render_argv", "render_value", "check_command", "run_process",
+__all__ = ["ShellExecutor", "TemplateError", "render_argv", "option_values", "render_value", "check_command", "run_process",
            "runtime_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
 
 EXIT_NOT_FOUND = 127
@@ -167,6 +175,37 @@ def render_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def option_values(tool: ToolDef, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """Values that would become options of the program: ``(param, message)`` for each (issue 9 §3).
+
+    A value that begins a word of the argv and starts with ``-`` is read by
+    most programs as an option (``rev=--output=/tmp/x`` makes ``git show``
+    write a file), so it is refused, unless its parameter declares
+    ``allow_option: true`` or a literal ``--`` word comes before it (the
+    program's end of options). A value inside a word (``--limit={n}``) is
+    that option's value and may be anything.
+    """
+    refused: list[tuple[str, str]] = []
+    ended = False
+    for token in _tokens(tool.command):
+        if token == ("--",):
+            ended = True
+            continue
+        if ended or not token or not isinstance(token[0], tuple):
+            continue
+        name = token[0][0]
+        value = params.get(name)
+        spec = tool.params_schema.get(name)
+        if value is None or spec is None or spec.allow_option:
+            continue
+        text = render_value(value)
+        if text.startswith("-"):
+            refused.append((name, f"{text[:40]!r} starts with '-' and would be read as an option: a value in this "
+                                  f"place may not start with '-' (the tool may declare allow_option: true for "
+                                  f"'{name}', or put -- before it in its command)"))
+    return refused
+
+
 def render_argv(tool: ToolDef, params: dict[str, Any]) -> list[str]:
     """The argv for one call; raises :class:`TemplateError` for a broken template."""
     if not tool.command.strip():
@@ -214,6 +253,19 @@ def child_env(tool: ToolDef, base: Mapping[str, str] | None = None) -> dict[str,
     env["BITONG_TOOL"] = tool.name
     env["BITONG_TOOL_DIR"] = os.path.dirname(runtime_dir(tool))
     return env
+
+
+def secret_env(tool: ToolDef, secrets: Mapping[str, Mapping[str, Secret]],
+               env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The environment with the tool's configured secrets (``[secrets.TOOL]``), read now, when the tool
+    declares ``secret: true``; else ``env`` as given (None: the minimal one). Raises SecretUnavailable."""
+    named = secrets.get(tool.name) if tool.permissions.secret else None
+    if not named:
+        return env
+    out = dict(child_env(tool) if env is None else env)
+    for var, secret in named.items():
+        out[var] = secret.reveal()
+    return out
 
 
 def _passthrough(src: Mapping[str, str]) -> dict[str, str]:
@@ -471,30 +523,43 @@ class ShellExecutor:
 
     name = "shell"
 
-    def __init__(self, *, use_pidfd: bool | None = None, containment: Containment | None = None) -> None:
+    def __init__(self, *, use_pidfd: bool | None = None, containment: Containment | None = None,
+                 sandbox: Sandbox | None = None, secrets: Mapping[str, Mapping[str, Secret]] | None = None) -> None:
         # None: use a pidfd where the OS has one (Linux 5.3+), else a waiting thread.
         self.use_pidfd = _HAVE_PIDFD if use_pidfd is None else use_pidfd
         # None: a PID namespace per call where the kernel allows one (probed once, at start, warning if not).
         self.containment = reaper.containment() if containment is None else containment
+        # None: the server's sandbox (sandbox.configure, or auto).
+        self.sandbox = sandboxes.current() if sandbox is None else sandbox
+        # [secrets.TOOL] of the config: given only to a tool that declares secret: true.
+        self.secrets = secrets or {}
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
         """Run one call; see the module docstring and base.py. Raises only CancelledError (and the sink's errors)."""
         started = time.monotonic()
         try:
+            refused = option_values(tool, params)
             argv = render_argv(tool, params)
         except TemplateError as exc:
             return Outcome(ok=False, error=f"tool definition: {exc}", exit_code=EXIT_CANNOT_RUN)
-        outcome = await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd,
-                                    started=started, containment=self.containment)
-        outcome.argv = tuple(argv)
-        return outcome
+        if refused:
+            names = ", ".join(name for name, _ in refused)
+            return Outcome(ok=False, error=f"a value would be read as an option: {names}; nothing ran",
+                           param_errors=tuple(refused))
+        try:
+            env = secret_env(tool, self.secrets)
+        except SecretUnavailable as exc:
+            return Outcome(ok=False, error=f"{exc}; nothing ran")
+        return await run_process(tool, argv, deadline=deadline, sink=sink, use_pidfd=self.use_pidfd, started=started,
+                                 containment=self.containment, sandbox=self.sandbox, env=env)
 
 
 async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, sink: Sink | None = None,
                       use_pidfd: bool | None = None, stdin: int | None = None,
                       env: dict[str, str] | None = None, started: float | None = None,
-                      containment: Containment | None = None) -> Outcome:
+                      containment: Containment | None = None, sandbox: Sandbox | None = None,
+                      readable: Sequence[str] = ()) -> Outcome:
     """Run ``argv`` for ``tool`` under every rule of the module docstring; the one process runner.
 
     The ``python`` executor runs its worker through here too, so a handler
@@ -503,8 +568,11 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
     keeps and closes its own); ``env`` defaults to :func:`child_env`;
     ``started`` is when the caller began the call (default: now), which
     ``duration_ms`` and the timeout's words count from; ``containment``
-    defaults to :func:`.reaper.containment` (a PID namespace where allowed).
-    Raises only CancelledError (and the sink's errors).
+    defaults to :func:`.reaper.containment` (a PID namespace where allowed);
+    ``sandbox`` to :func:`.sandbox.current` (the OS sandbox built from the
+    tool's permissions, see sandbox.py; ``readable`` adds folders it may
+    read, such as an interpreter's). Raises only CancelledError (and the
+    sink's errors).
     """
     if started is None:
         started = time.monotonic()
@@ -515,14 +583,39 @@ async def run_process(tool: ToolDef, argv: Sequence[str], *, deadline: float, si
     _in_flight += 1
     try:
         box = reaper.containment() if containment is None else containment
-        return await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started, box)
+        jail = sandboxes.current() if sandbox is None else sandbox
+        options: list[str] | None = None
+        if jail.active and box.namespaced:
+            options = jail.options(tool, argv, read=readable)
+        try:
+            outcome = await _run_process(tool, argv, deadline, sink, use_pidfd, stdin, env, started, box, options,
+                                         jail.pass_fds if options is not None else ())
+        finally:
+            if options is not None:
+                jail.cleanup(options)
+        outcome.argv = tuple(argv)
+        if options is not None:
+            outcome.sandboxed = True
+            _explain_setup(outcome)
+        return outcome
     finally:
         _in_flight -= 1
 
 
+def _explain_setup(outcome: Outcome) -> None:
+    """Exit 125 with the launcher's reason: the sandbox could not be built, so nothing ran (fail closed)."""
+    if outcome.exit_code != sandboxes.EXIT_SETUP or outcome.timed_out:
+        return
+    lines = [line for line in outcome.stderr.decode("utf-8", "replace").splitlines()
+             if line.startswith("bitong-sandbox:")]
+    if lines:
+        outcome.error = f"the sandbox could not be set up, nothing ran: {lines[-1].partition(': ')[2]}"
+
+
 async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink: Sink | None,
                        use_pidfd: bool | None, stdin: int | None, env: dict[str, str] | None,
-                       started: float, box: Containment) -> Outcome:
+                       started: float, box: Containment, options: list[str] | None = None,
+                       pass_fds: tuple[int, ...] = ()) -> Outcome:
     cwd = runtime_dir(tool)
     cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
     loop = asyncio.get_running_loop()
@@ -535,12 +628,12 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
             os.makedirs(cwd, exist_ok=True)
             _made_dirs.add(cwd)
         try:
-            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box)
+            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box, options, pass_fds)
         except FileNotFoundError as exc:
             if exc.filename != cwd:
                 raise
             os.makedirs(cwd, exist_ok=True)  # runtime/ was removed since: make it again
-            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box)
+            child = await _spawn_off_loop(loop, argv, cwd, env, stdin, box, options, pass_fds)
     except (OSError, ValueError) as exc:
         return _not_started(argv, cwd, exc, started)
     run = _Run(loop, child, cap, sink, use_pidfd)
@@ -594,7 +687,8 @@ other and stalls the server, so spawns run here."""
 
 
 async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
-                          stdin: int | None, box: Containment) -> _Child:
+                          stdin: int | None, box: Containment, options: list[str] | None = None,
+                          pass_fds: tuple[int, ...] = ()) -> _Child:
     """:func:`_spawn` on a spawner thread. A call cancelled meanwhile waits for
     the spawn to land, then kills and reaps what it started before the
     cancellation goes on: nothing is left behind, and nothing outlives the call.
@@ -602,8 +696,8 @@ async def _spawn_off_loop(loop: asyncio.AbstractEventLoop, argv: Sequence[str], 
     When no other call of this process is running, the thread hop would only
     add latency (nobody waits behind this spawn), so the spawn runs inline."""
     if _in_flight <= 1:
-        return _spawn(argv, cwd, env, stdin, box)
-    return await _spawn_on_thread(loop, argv, cwd, env, stdin, box)
+        return _spawn(argv, cwd, env, stdin, box, options, pass_fds)
+    return await _spawn_on_thread(loop, argv, cwd, env, stdin, box, options, pass_fds)
 
 
 _in_flight = 0
@@ -611,8 +705,9 @@ _in_flight = 0
 
 
 async def _spawn_on_thread(loop: asyncio.AbstractEventLoop, argv: Sequence[str], cwd: str, env: dict[str, str],
-                           stdin: int | None, box: Containment) -> _Child:
-    future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin, box)
+                           stdin: int | None, box: Containment, options: list[str] | None = None,
+                           pass_fds: tuple[int, ...] = ()) -> _Child:
+    future = loop.run_in_executor(_SPAWNER, _spawn, argv, cwd, env, stdin, box, options, pass_fds)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
@@ -669,7 +764,8 @@ class _Child(NamedTuple):
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str], stdin: int | None = None,
-           box: Containment | None = None) -> _Child:
+           box: Containment | None = None, options: Sequence[str] | None = None,
+           pass_fds: tuple[int, ...] = ()) -> _Child:
     """Popen with our own pipes, so the read ends are plain non-blocking fds the loop can watch.
 
     Contained, the argv is ``_reaper PID ERRFD -- argv``: still one Popen
@@ -682,11 +778,11 @@ def _spawn(argv: Sequence[str], cwd: str, env: dict[str, str], stdin: int | None
     exec_r = exec_w = -1
     if box.namespaced:
         exec_r, exec_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        argv = [*box.argv(exec_w), *argv]
+        argv = [*box.argv(exec_w, options or ()), *argv]
     try:
         proc = subprocess.Popen(argv, stdin=_devnull() if stdin is None else stdin, stdout=out_w, stderr=err_w,
                                 cwd=cwd, env=env, close_fds=True, start_new_session=True,
-                                pass_fds=(exec_w,) if exec_w >= 0 else ())
+                                pass_fds=((exec_w,) if exec_w >= 0 else ()) + pass_fds)
     except BaseException:
         for fd in (out_r, err_r, exec_r):
             if fd >= 0:

@@ -57,9 +57,18 @@ async def _until(predicate: Any, within: float = 10.0) -> bool:
 async def audited(start_sidecar: Any, tmp_path: Path, server: FakeServer, token: str) -> Any:
     """A sidecar with --audit and the HTTP executors' config (its token is a configured secret)."""
     trail = tmp_path / "audit.jsonl"
-    car = await start_sidecar(f"unix:{tmp_path}/bitong.sock", config=config_for(server.url), audit_path=str(trail))
+    # http-request may reach the loopback fake server: loopback is reachable only when listed (sandbox rules)
+    config = config_for(server.url, network_hosts={"http-request": ["127.0.0.1"]})
+    car = await start_sidecar(f"unix:{tmp_path}/bitong.sock", config=config, audit_path=str(trail))
     async with grpc.aio.insecure_channel(car.address) as channel:
         yield pb_grpc.ToolAgentStub(channel), trail
+
+
+def shell_exec_runtime(tmp_path: Path) -> Path:
+    """The bundled shell-exec's runtime/ in the test's tools root: where a call may leave a file the test sees."""
+    folder = tmp_path / "tools" / "shell-exec" / "runtime"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 # ---------------------------------------------------------------- each outcome's line
@@ -74,7 +83,7 @@ async def test_a_successful_call_is_one_line_there_when_the_reply_arrives(audite
     assert line["version"] and len(line["sha256"]) == 64 and line["executor"] == "shell"
     assert line["params"] == {"cmd": "echo audited", "cwd": "/tmp"}
     assert line["argv"] == list(result.argv) and line["argv"][-1] == "echo audited"
-    assert line["confirmation"] == "not_required" and line["sandboxed"] is False
+    assert line["confirmation"] == "not_required" and line["sandboxed"] is True
     assert line["exit_code"] == 0 and line["stdout_bytes"] == len(b"audited\n") and line["bytes_out"] == 8
     assert line["timed_out"] is False and line["truncated"] is False
     assert line["time"].endswith("Z") and isinstance(line["duration_ms"], int)
@@ -220,7 +229,7 @@ def test_sigterm_drains_and_every_line_is_in_the_file(tools_root: Path, tmp_path
     """A call in flight when SIGTERM arrives finishes, and its line is written and synced before exit."""
     trail = tmp_path / "audit.jsonl"
     sock = tmp_path / "b.sock"
-    started = tmp_path / "started"
+    started = shell_exec_runtime(tmp_path) / "started"   # its one writable host folder (sandbox)
     proc = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--tools", str(tools_root), "--no-semantic",
                              "--listen", f"unix:{sock}", "--audit", str(trail)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -266,7 +275,7 @@ def test_configured_caller_tokens_are_redacted_too(monkeypatch: pytest.MonkeyPat
 async def test_a_call_cut_off_by_the_end_of_the_grace_period_is_still_a_line(
         start_sidecar: Any, tmp_path: Path) -> None:
     trail = tmp_path / "audit.jsonl"
-    started = tmp_path / "started"
+    started = shell_exec_runtime(tmp_path) / "started"   # its one writable host folder (sandbox)
     car = await start_sidecar(f"unix:{tmp_path}/b.sock", audit_path=str(trail))
     async with grpc.aio.insecure_channel(car.address) as channel:
         call = pb_grpc.ToolAgentStub(channel).Call(_request("shell-exec", cmd=f"touch {started}; sleep 30",

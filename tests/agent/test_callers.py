@@ -69,7 +69,8 @@ async def test_a_caller_outside_its_allow_list_is_refused_and_nothing_runs(
         start_sidecar: Any, config: Any, tmp_path: Path) -> None:
     trail = tmp_path / "audit.jsonl"
     car = await start_sidecar("127.0.0.1:0", config=config, audit_path=str(trail))
-    marker = tmp_path / "ran"
+    marker = tmp_path / "tools" / "shell-exec" / "runtime" / "ran"   # its one writable host folder (sandbox)
+    marker.parent.mkdir(parents=True, exist_ok=True)
     params = struct_pb2.Struct()
     params.update({"cmd": f"touch {marker}", "cwd": "/tmp"})
     async with grpc.aio.insecure_channel(car.address) as channel:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -67,7 +70,7 @@ def test_tools_json_is_one_sorted_array_in_the_proto_json_mapping(tools_root: Pa
                                       "scheduled-reminder", "shell-exec"]
     shell = tools[names.index("shell-exec")]
     assert shell["constraints"] == {"timeout_ms": "30000", "max_output_bytes": "65536", "require_confirm": False,
-                                    "confirm_by": "agent"}
+                                    "confirm_by": "agent", "max_memory_mb": "0", "max_procs": "0", "cpu_s": "0"}
     assert len(shell["content_sha256"]) == 64
 
 
@@ -103,7 +106,7 @@ def test_serve_answers_clients_and_drains_calls_in_flight_on_sigterm(tools_root:
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
         via_server = bitong("call", "--server", f"unix:{sock}", "shell-exec", "cmd=echo via server")
         assert via_server.stdout == "via server\n"
-        marker = tmp_path / "started"
+        marker = tools_root / "shell-exec" / "runtime" / "started"   # its one writable host folder (sandbox)
         in_flight = subprocess.Popen([*BITONG, "call", "--server", f"unix:{sock}", "shell-exec",
                                       f"cmd=touch {marker}; sleep 0.5; echo finished"],
                                      stdout=subprocess.PIPE, text=True)
@@ -214,6 +217,52 @@ def test_in_process_match_past_the_intent_limit_is_one_line_and_exit_2(tools_roo
     assert piped.returncode == 2, piped.stderr
     assert piped.stderr == LIMIT_LINE
     assert [json.loads(line)["query"] for line in piped.stdout.splitlines()] == ["run `uname -a` on the box"]
+
+
+def test_sandbox_flag_decides_and_each_result_says_whether_it_ran_sandboxed(tools_root: Path) -> None:
+    def ran(mode: str) -> dict[str, Any]:
+        out = bitong("call", "--tools", str(tools_root), "--sandbox", mode, "shell-exec", "cmd=ls /proc | wc -l",
+                     "--json")
+        assert out.returncode == 0, out.stderr
+        return dict(json.loads(out.stdout))
+
+    required, off = ran("required"), ran("off")
+    assert required["sandboxed"] is True and required["argv"][:2] == ["/bin/sh", "-c"]
+    assert off["sandboxed"] is False and "SANDBOX OFF" in bitong(
+        "call", "--tools", str(tools_root), "--sandbox", "off", "shell-exec", "cmd=true").stderr
+    bad = bitong("call", "--tools", str(tools_root), "--sandbox", "maybe", "shell-exec", "cmd=true")
+    assert bad.returncode == 2 and "invalid choice: 'maybe'" in bad.stderr
+
+
+def test_sandbox_required_refuses_to_start_where_it_cannot_be_built(tools_root: Path, tmp_path: Path) -> None:
+    """No PID namespace (forced with BITONG_CONTAINMENT=group) means no sandbox: required stops, auto warns."""
+    env = {**os.environ, "BITONG_CONTAINMENT": "group"}
+    serve = subprocess.run([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{tmp_path}/s.sock",
+                            "--sandbox", "required"], capture_output=True, text=True, timeout=60, env=env)
+    assert serve.returncode == 2 and "--sandbox required, and the sandbox cannot be built here" in serve.stderr
+    auto = subprocess.run([*BITONG, "call", "--tools", str(tools_root), "shell-exec", "cmd=echo ran", "--json"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert "SANDBOX UNAVAILABLE" in auto.stderr and json.loads(auto.stdout)["sandboxed"] is False
+
+
+def test_a_tool_cannot_reach_the_servers_own_socket_or_config(tools_root: Path, tmp_path: Path) -> None:
+    home = Path(tempfile.mkdtemp(dir="/var/tmp"))   # outside /tmp, which every tool sees as its own anyway
+    sock, config = home / "bitong.sock", home / "bitong.toml"
+    config.write_text('[approve]\ntools = ["shell-exec"]\n')
+    server = subprocess.Popen([*BITONG, "serve", "--tools", str(tools_root), "--listen", f"unix:{sock}",
+                               "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        probe = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}')\" 2>&1 | "
+                 f"tail -1; wc -c < {config}")
+        out = bitong("call", "--server", f"unix:{sock}", "shell-exec", f"cmd={probe}")
+        refused, size = out.stdout.strip().split("\n")
+        assert "ConnectionRefusedError" in refused and size == "0", out
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+        shutil.rmtree(home)
 
 
 # ---------------------------------------------------------------- a client that says who it is

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
+from typing import Any
 from pathlib import Path
 
 import pytest
 
 from agent import config
-from agent.config import ConfigError, Secret, SecretUnavailable
+from agent.config import ConfigError, Secret, SecretUnavailable, from_dict
 
 SECRET = "ghp-very-secret-value-123"
 
@@ -126,7 +128,8 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
                                            "token_file, auth_scheme); did you mean 'url'?"),
     ("[hlpd-api]\nurl = \"ftp://a\"\n", "expected an http:// or https:// URL with a host"),
     ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
-                       "[hlpd-api], [git-forgejo], [auth], [callers], [approve], [confirm]); did you mean 'gatekeeper'?"),
+                       "[hlpd-api], [git-forgejo], [auth], [callers], [approve], [confirm], [secrets], "
+                       "[network_hosts]); did you mean 'gatekeeper'?"),
     ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
     ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[hlpd-api\n", "not valid TOML"),
@@ -144,6 +147,27 @@ def test_no_config_means_no_endpoints() -> None:
     cfg = config.Config()
     with pytest.raises(LookupError, match="has no endpoint configured"):
         cfg.service("git-forgejo").pick("")
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"deploy": {"DEPLOY_TOKEN": "plain-value"}}, "a secret is never written in the config file"),
+    ({"deploy": {"PATH": {"token_env": "X"}}}, "expected the name of the environment variable"),
+    ({"deploy": {"DEPLOY_TOKEN": {}}}, "expected { token_env"),
+    ({"Deploy!": {}}, "expected a tool's name"),
+    ({"deploy": {"T": {"token_env": "BITONG_SURELY_UNSET_VAR"}}}, "holds no token"),
+])
+def test_tool_secrets_name_where_the_value_lives(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        from_dict({"secrets": table})
+
+
+def test_tool_secrets_load_and_their_files_are_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = tmp_path / "t"
+    token.write_text("x\n")
+    monkeypatch.setenv("BITONG_T", "y")
+    cfg = from_dict({"secrets": {"deploy": {"A": {"token_file": str(token)}, "B": {"token_env": "BITONG_T"}}}})
+    assert {k: v.reveal() for k, v in cfg.tool_secrets["deploy"].items()} == {"A": "x", "B": "y"}
+    assert cfg.secret_files() == [str(token)]
 
 
 def test_approvals_and_confirmation_settings_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

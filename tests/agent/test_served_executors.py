@@ -59,7 +59,7 @@ def write_tools(root: Path, web: FakeServer) -> None:
     write_tool_folder(root, "repo-file", executor="git-forgejo", method="get_file",
                       params="{ filepath: { type: string, required: true } }")
     write_tool_folder(root, "web-get", executor="http", method="GET", params="{ url: { type: string } }",
-                      extra="permissions: { network: true }\n", timeout_ms=500)
+                      extra="permissions: { network: true, network_hosts: [127.0.0.1] }\n", timeout_ms=500)
     write_tool_folder(root, "boom", executor="python", method="run",
                       handler="def run():\n    raise RuntimeError('no')\n")
 

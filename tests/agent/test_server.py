@@ -19,7 +19,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from agent.match import SUGGESTION
-from tests.support import tool_text
+from tests.support import approve, tool_text, writes_to
 from bitong.v1 import agent_pb2 as pb
 
 WriteTool = Callable[..., Path]
@@ -161,9 +161,10 @@ async def test_params_are_coerced_by_the_schema(stub, write_tool: WriteTool, too
 
 
 async def test_a_confirm_tool_runs_only_with_its_token_and_exact_params(
-        stub, write_tool: WriteTool, tmp_path: Path) -> None:
+        stub, sidecar, write_tool: WriteTool, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    write_tool("danger", command="touch {path}", confirm=True,
+    approve(sidecar, "danger")   # it declares exec and fs_write (it runs touch, writes tmp_path)
+    write_tool("danger", command="touch {path}", confirm=True, permissions=writes_to(tmp_path),
                params="{ path: { type: string, required: true } }")
 
     async def loaded() -> bool:
@@ -188,6 +189,7 @@ async def test_a_confirm_tool_runs_only_with_its_token_and_exact_params(
 # ---------------------------------------------------------------- time, size, streams
 
 
+@pytest.mark.host_proc
 async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub, write_tool: WriteTool,
                                                                           tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
@@ -212,6 +214,7 @@ async def test_timeout_kills_the_process_group_and_keeps_the_output_so_far(stub,
     assert await until(dead, within=5.0), "the whole process group must be killed"
 
 
+@pytest.mark.host_proc
 async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     started = time.monotonic()
@@ -231,6 +234,7 @@ async def test_the_callers_deadline_bounds_the_call(stub, tmp_path: Path) -> Non
     assert await until(dead, within=5.0), "the process must die with the caller's deadline"
 
 
+@pytest.mark.host_proc
 async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     call = stub.Call(request("shell-exec", cmd=f"{{ read p _ < /proc/self/stat; echo $p > {pidfile}; exec sleep 30; }} & wait"))
@@ -249,8 +253,10 @@ async def test_a_cancelled_call_kills_its_process_group(stub, tmp_path: Path) ->
     assert await until(dead, within=5.0), "cancelling the call must kill everything it started"
 
 
-async def test_output_beyond_max_output_bytes_is_cut_and_said(stub, write_tool: WriteTool) -> None:
-    write_tool("chatty", max_output_bytes=1000, command="/bin/sh -c 'yes | head -c 5000000; echo done >&2'")
+async def test_output_beyond_max_output_bytes_is_cut_and_said(stub, sidecar, write_tool: WriteTool) -> None:
+    approve(sidecar, "chatty")   # it declares exec (a pipe of two programs)
+    write_tool("chatty", max_output_bytes=1000, command="/bin/sh -c 'yes | head -c 5000000; echo done >&2'",
+               permissions="exec: true")
 
     async def ready() -> bool:
         return (await stub.Call(request("chatty"))).found
@@ -345,6 +351,14 @@ async def test_reflection_lets_generic_clients_discover_the_contract(sidecar) ->
              for b in replies[1].file_descriptor_response.file_descriptor_proto]
     agent = next(f for f in files if f.name == "bitong/v1/agent.proto")
     assert [m.name for m in agent.service[0].method] == ["Match", "Call", "StreamCall", "ListTools"]
+
+
+async def test_a_served_call_says_it_ran_sandboxed_and_what_ran(stub) -> None:
+    result = await stub.Call(request("shell-exec", cmd="ls /proc | grep -c '^[0-9]'"))
+    assert result.ok and result.sandboxed
+    assert list(result.argv) == ["/bin/sh", "-c", 'cd -- "$1" && exec /bin/sh -c "$2"', "shell-exec", ".",
+                                 "ls /proc | grep -c '^[0-9]'"]
+    assert int(result.output) < 10   # the call's own processes only
 
 
 async def test_an_edited_pinned_tool_is_reported_over_grpc_and_its_approved_version_keeps_serving(

@@ -31,7 +31,7 @@ from agent.match.index import SUGGESTION
 from agent.registry import Registry
 from agent.server import Sidecar
 from agent.service import DEFAULT_TOP_K, MAX_TOP_K, Admission, LimitExceeded, Limits, ToolAgent, log_text
-from tests.support import tool_text
+from tests.support import tool_text, writes_to
 
 WriteTool = Callable[..., Path]
 
@@ -205,7 +205,8 @@ def release(path: Path) -> None:
                          indirect=True)
 async def test_per_tool_limit_queues_then_refuses_with_resource_exhausted(limited: tuple, tmp_path: Path) -> None:
     car, stub = limited
-    gate, marker = fifo(tmp_path, "gate"), tmp_path / "running"
+    rt = shell_exec_runtime(tmp_path)
+    gate, marker = fifo(rt, "gate"), rt / "running"
     running = asyncio.ensure_future(stub.Call(request("shell-exec", cmd=f"touch {marker}; cat {gate}"), timeout=30))
     try:
         assert await until(marker.exists, within=10.0)
@@ -229,7 +230,8 @@ async def test_per_tool_limit_queues_then_refuses_with_resource_exhausted(limite
 async def test_a_call_queued_past_its_deadline_answers_a_result_and_runs_nothing(
         limited: tuple, tmp_path: Path) -> None:
     car, stub = limited
-    gate, marker, never = fifo(tmp_path, "gate"), tmp_path / "running", tmp_path / "never"
+    rt = shell_exec_runtime(tmp_path)
+    gate, marker, never = fifo(rt, "gate"), rt / "running", rt / "never"
     running = asyncio.ensure_future(stub.Call(request("shell-exec", cmd=f"touch {marker}; cat {gate}"), timeout=30))
     try:
         assert await until(marker.exists, within=10.0)
@@ -439,6 +441,13 @@ REGIONS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hot
            "whiskey", "xray", "yankee"]
 
 
+def shell_exec_runtime(tmp_path: Path) -> Path:
+    """The bundled shell-exec's runtime/ in the tools_root copy: the one host folder it may write (sandbox)."""
+    rt = tmp_path / "tools" / "shell-exec" / "runtime"
+    rt.mkdir(parents=True, exist_ok=True)
+    return rt
+
+
 def put(root: Path, name: str, text: str | None = None, **options: object) -> Path:
     """A tool folder named after its tool, as the format requires."""
     folder = root / name
@@ -531,7 +540,7 @@ async def test_call_of_an_unknown_tool_is_not_found_with_a_did_you_mean(tmp_path
 async def test_bad_params_name_the_param_and_nothing_runs(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     put(tmp_path, "count-up", command=f"sh -c \"touch '{marker}'; echo $0\" {{count}}",
-        params="{ count: { type: integer, required: true } }")
+        params="{ count: { type: integer, required: true } }", permissions=writes_to(tmp_path))
     agent = agent_over(tmp_path)
     wrong = await agent.call("count-up", {"count": "many"})
     assert wrong.found and not wrong.ok
@@ -563,7 +572,8 @@ async def test_a_failing_shell_tool_answers_its_stderr_and_exit_code(tmp_path: P
 
 async def test_require_confirm_is_two_steps_and_the_token_runs_once(tmp_path: Path) -> None:
     log = tmp_path / "runs.log"
-    put(tmp_path, "wipe", command=f"sh -c \"echo $0 >> '{log}'; echo done\" {{word}}", params=ECHO, confirm=True)
+    put(tmp_path, "wipe", command=f"sh -c \"echo $0 >> '{log}'; echo done\" {{word}}", params=ECHO, confirm=True,
+        permissions=writes_to(tmp_path))
     agent = agent_over(tmp_path)
     asked = await agent.call("wipe", {"word": "first"})
     assert asked.found and not asked.ok and asked.needs_confirmation

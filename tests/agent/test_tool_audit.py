@@ -51,4 +51,8 @@ def test_http_executors_run_no_process() -> None:
     text = tool_text("web", command="x").replace("executor: shell\ncommand: x\n", "executor: http\n")
     tool = parse(text + "permissions: { network: true }\n", "/tools/web/TOOL.hdlp")
     allowed = dict(tool_audit.allowances(tool))
-    assert allowed["process"].startswith("none: executor http") and allowed["network"].startswith("yes")
+    assert allowed["process"].startswith("none: executor http")
+    assert allowed["network"] == "any host but loopback and link-local addresses (network_hosts would narrow it)"
+    narrowed = parse(text + "permissions: { network: true, network_hosts: [api.example.com] }\n",
+                     "/tools/web/TOOL.hdlp")
+    assert dict(tool_audit.allowances(narrowed))["network"].startswith("only to api.example.com")

@@ -260,3 +260,30 @@ def test_a_shell_tool_without_command_still_parses(backend: Backend) -> None:
     assert "command" not in text
     tool = p(text, backend)
     assert tool.executor == "shell" and tool.command == ""
+
+
+def test_sandbox_fields_land_in_their_places(backend: Backend) -> None:
+    """The sandbox's limits, the HTTP host list and allow_option (issue 9)."""
+    tool = p(make("permissions: { network: true, network_hosts: [api.example.com, 127.0.0.1] }",
+                  constraints="constraints: { max_memory_mb: 256, max_procs: 16, cpu_s: 5 }",
+                  params_schema="params_schema:\n  rev: { type: string, allow_option: true }\n  b: { type: string }"),
+             backend)
+    c = tool.constraints
+    assert (c.max_memory_mb, c.max_procs, c.cpu_s) == (256, 16, 5)
+    assert list(tool.permissions.network_hosts) == ["api.example.com", "127.0.0.1"]
+    assert tool.params_schema["rev"].allow_option is True
+    assert tool.params_schema["b"].allow_option is False
+    plain = p(make(), backend)
+    assert (plain.constraints.max_memory_mb, plain.constraints.max_procs, plain.constraints.cpu_s) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(("extra", "replace", "message"), [
+    ((), {"constraints": "constraints: { max_procs: 0 }"}, "max_procs must be at least 1, found 0"),
+    ((), {"constraints": "constraints: { cpu_s: fast }"}, "cpu_s must be an integer, found text"),
+    ((), {"params_schema": "params_schema:\n  a: { type: string, allow_option: yes }"}, "allow_option of parameter 'a'"),
+    (("permissions: { network_hosts: [a.example] }",), {}, "network_hosts narrows network: true"),
+])
+def test_sandbox_fields_refuse_bad_values(extra: tuple[str, ...], replace: dict[str, str], message: str,
+                                          backend: Backend) -> None:
+    with pytest.raises(ParseError, match=message):
+        p(make(*extra, **replace), backend)

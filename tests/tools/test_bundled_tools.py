@@ -28,6 +28,7 @@ from google.protobuf import struct_pb2
 
 from bitong.v1 import agent_pb2 as pb
 from tests.fakes.server import FakeServer, Reply
+from tests.support import approve
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,7 +90,7 @@ async def test_file_read_refuses_a_path_outside_its_list_before_running(stub: An
     assert not result.ok and result.exit_code == 0 and result.stderr == b"" and result.output == b""
     [problem] = result.param_errors
     assert problem.param == "path"
-    assert problem.message.startswith("'/proc/self/environ'") and "outside this tool's fs_read_paths: /etc/**" in \
+    assert problem.message.startswith("'/proc/self/environ'") and "outside this tool's fs_read_paths: /srv/**" in \
         problem.message
     assert result.error == "path outside the tool's allow-list: path; nothing ran"
 
@@ -300,14 +301,29 @@ handler._save([{{"id": "new-" + str(i), "done": False}} for i in range(100000)])
 # ---------------------------------------------------------------- http-request
 
 
-async def test_http_request_runs_on_the_http_executor(stub: Any) -> None:
+async def test_http_request_runs_on_the_http_executor(stub: Any, sidecar: Any, tools_root: Path) -> None:
+    """As shipped it reaches no loopback address; a copy listing 127.0.0.1 in network_hosts does."""
+    approve(sidecar, "http-local")   # network is sensitive
+    text = (tools_root / "http-request" / "TOOL.hdlp").read_text(encoding="utf-8")
+    local = tools_root / "http-local"
+    local.mkdir()
+    (local / "TOOL.hdlp").write_text(text.replace("name: http-request", "name: http-local").replace(
+        "permissions: { network: true }", "permissions: { network: true, network_hosts: [127.0.0.1] }"),
+        encoding="utf-8")
     with FakeServer() as web:
         web.route("GET", r"/status", lambda ex: Reply(200, {"up": True}))
         web.route("POST", r"/jobs", lambda ex: Reply(409, {"error": "already running", "sent": ex.request.json()}))
-        up = await call(stub, "http-request", url=f" {web.url}/status ")
+        shipped = await call(stub, "http-request", url=f"{web.url}/status")
+        assert not shipped.ok and "loopback or link-local" in shipped.error and "nothing was sent" in shipped.error
+        assert web.requests == []
+        for _ in range(200):   # the copy is picked up by the watcher
+            if (await call(stub, "http-local", url=f"{web.url}/status")).found:
+                break
+            await asyncio.sleep(0.05)
+        up = await call(stub, "http-local", url=f" {web.url}/status ")
         assert up.ok and up.executor == "http" and up.http_status == 200
         assert json.loads(up.output) == {"up": True} and up.stderr.startswith(b"HTTP/1.1 200 OK")
-        busy = await call(stub, "http-request", url=f"{web.url}/jobs", method="post", body='{"job": 1}',
+        busy = await call(stub, "http-local", url=f"{web.url}/jobs", method="post", body='{"job": 1}',
                           headers={"Content-Type": "application/json"})
         assert not busy.ok and busy.http_status == 409 and busy.error == "HTTP 409 Conflict"
         assert json.loads(busy.output) == {"error": "already running", "sent": {"job": 1}}

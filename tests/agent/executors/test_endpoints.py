@@ -141,8 +141,9 @@ HTTP_PARAMS = ("{ url: { type: string }, method: { type: string }, headers: { ty
 
 
 def http_tool(define: Define, network: bool = True, method: str = "request") -> ToolDef:
-    return define("web", executor="http", method=method, params=HTTP_PARAMS,
-                  extra=f"permissions: {{ network: {'true' if network else 'false'} }}\n")
+    """The generic http tool; it names the loopback fake server in network_hosts (loopback must be listed)."""
+    perms = "network: true, network_hosts: [127.0.0.1, localhost]" if network else "network: false"
+    return define("web", executor="http", method=method, params=HTTP_PARAMS, extra=f"permissions: {{ {perms} }}\n")
 
 
 async def test_http_refuses_a_tool_without_the_network_permission(server: FakeServer, define: Define) -> None:
@@ -209,3 +210,15 @@ def test_several_addresses_refusing_count_as_refused() -> None:
                      "[Errno 111] Connect call failed ('127.0.0.1', 9)")
     assert _all_refused(joined)
     assert not _all_refused(OSError("Multiple exceptions: [Errno 111] x, [Errno 113] No route to host"))
+
+
+async def test_http_hosts_in_the_config_replace_the_definitions(server: FakeServer, define: Define) -> None:
+    plain = define("web-plain", executor="http", method="request", params=HTTP_PARAMS,
+                   extra="permissions: { network: true }\n")
+    refused = await Executors().run(plain, {"url": server.url + "/x"}, deadline=soon())
+    assert not refused.ok and "loopback or link-local" in refused.error and server.requests == []
+    granted = Executors(from_dict({"network_hosts": {"web-plain": ["127.0.0.1"]}}))
+    assert (await granted.run(plain, {"url": server.url + "/x"}, deadline=soon())).http_status == 404
+    narrowed = Executors(from_dict({"network_hosts": {"web": ["api.example.com"]}}))
+    out = await narrowed.run(http_tool(define), {"url": server.url + "/x"}, deadline=soon())
+    assert not out.ok and "network_hosts" in out.error and "nothing was sent" in out.error   # 127.0.0.1 no more

@@ -3,7 +3,11 @@
 Real processes throughout. Tests that need a handler to be "in the middle
 of something" make it wait on a FIFO the test writes, never on a sleep.
 A worker runs in its own PID namespace, so ``os.getpid()`` there is that
-namespace's; a handler tells the test its host pid as ``/proc/self`` names it.
+namespace's; a handler tells the test its host pid as ``/proc/self`` names it,
+which only the unsandboxed runner shows (the sandbox mounts a /proc of the
+call's own namespace: test_sandbox.py proves the same containment there).
+A handler that starts a program declares ``exec: true``: a handler's own
+program is its interpreter, and ``exec: false`` lets nothing else run.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ import uvloop
 
 from agent.executors import Executors
 from agent.executors.base import STDERR, STDOUT
+from agent.executors.sandbox import Sandbox
 from bitong.v1.agent_pb2 import ToolDef
 from tests.fakes.scene import soon
 
 Define = Callable[..., ToolDef]
 RUN = Executors()
+HOST_PROC = Executors(sandbox=Sandbox("off", False, "these tests read host pids through the host's /proc"))
+EXEC = "permissions: { exec: true }"
 
 
 def py(define: Define, body: str, *, params: str = "{}", method: str = "run", **options: Any) -> ToolDef:
@@ -112,7 +119,7 @@ async def test_prints_go_to_stderr_and_never_corrupt_the_output(define: Define) 
             subprocess.run(["echo", "from a child"])
             sys.stdout.write("more\\n")
             return [1, 2]
-        """)
+        """, extra=EXEC)
     out = await RUN.run(tool, {}, deadline=soon())
     assert out.ok and out.stdout == b"[1, 2]"
     assert out.stderr == b"chatty\nfrom a child\nmore\n"
@@ -165,7 +172,7 @@ async def test_the_deadline_kills_the_worker_and_what_it_started(define: Define)
             child = subprocess.Popen(["sh", "-c", "read p _ < /proc/self/stat; echo $p >&2; exec sleep 300"])
             time.sleep(300)
         """, timeout_ms=1500)
-    out = await RUN.run(tool, {}, deadline=soon(1.5))
+    out = await HOST_PROC.run(tool, {}, deadline=soon(1.5))
     assert out.timed_out and not out.ok and out.signal == 9
     assert re.search(r"timed out after (149\d|1500) ms", out.error), out.error
     assert gone(int(out.stderr.split()[0]))
@@ -178,10 +185,10 @@ async def test_cancellation_kills_the_worker(define: Define) -> None:
             with open("ready", "w") as fh:
                 fh.write(os.readlink("/proc/self"))
             time.sleep(300)
-        """)
+        """, extra=EXEC)
     runtime_of(tool).mkdir()
     os.mkfifo(runtime_of(tool) / "ready")
-    task = asyncio.create_task(RUN.run(tool, {}, deadline=soon()))
+    task = asyncio.create_task(HOST_PROC.run(tool, {}, deadline=soon()))
     pid = int(await read_fifo(runtime_of(tool) / "ready"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -206,8 +213,8 @@ async def test_a_daemon_the_handler_starts_is_gone_when_the_call_returns(define:
             os.wait()
             with open({str(said)!r}) as fh:
                 return int(fh.read())
-        """)
-    out = await RUN.run(tool, {}, deadline=soon(20))
+        """, extra=EXEC)
+    out = await HOST_PROC.run(tool, {}, deadline=soon(20))
     assert out.ok, (out.error, out.stderr)
     daemon = json.loads(out.stdout)
     try:

@@ -48,7 +48,7 @@ CASES = [
     Case("git-forgejo", "list_commits", "{ limit: { type: integer } }", "GET",
          "/api/v1/repos/zhuyuan/native-repo/commits", lambda base: {"limit": 5}),
     Case("http", "request", "{ url: { type: string } }", "GET", "/probe", lambda base: {"url": base + "/probe"},
-         "permissions: { network: true }\n"),
+         "permissions: { network: true, network_hosts: [127.0.0.1] }\n"),
 ]
 
 

@@ -10,6 +10,11 @@ A tool runs in a PID namespace of its own (reaper.py), so its ``$$`` and
 ``read p _ < /proc/self/stat`` (``read`` is a builtin, so /proc/self is the
 shell itself, and /proc is still the host's). Tests that look for processes
 the tool left find them by a unique numeric token in their argv.
+
+These tests run the executor without the OS sandbox (``--sandbox off``):
+they read host pids through the host's /proc and share files between tool
+folders, which the sandbox forbids on purpose. test_sandbox.py runs the
+same kinds of calls in the sandbox and proves what it refuses and allows.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from agent import executors
 from agent.executors import reaper
 from agent.executors.base import STDERR, STDOUT, Outcome
 from agent.executors.reaper import Containment
+from agent.executors.sandbox import Sandbox
 from agent.executors.shell import ShellExecutor, check_command, render_argv
 from bitong.v1.agent_pb2 import ToolDef
 from parser import parse
@@ -70,10 +76,11 @@ def run(request: pytest.FixtureRequest) -> Runner[Any]:
 
 @pytest.fixture(params=["pidfd", "thread"])
 def shell(request: pytest.FixtureRequest) -> ShellExecutor:
-    return ShellExecutor(use_pidfd=request.param == "pidfd")
+    return ShellExecutor(use_pidfd=request.param == "pidfd", sandbox=UNSANDBOXED)
 
 
-SHELL = ShellExecutor()
+UNSANDBOXED = Sandbox("off", False, "test_shell.py reads host pids through the host's /proc")
+SHELL = ShellExecutor(sandbox=UNSANDBOXED)
 MakeTool = Callable[..., ToolDef]
 
 
@@ -537,7 +544,7 @@ def test_the_fallback_is_the_process_group_and_says_why(run: Runner[Outcome], ma
         reaper.containment.cache_clear()
     assert box == Containment("group", f"{reaper.ENV}=group")
     assert "process group only" in caplog.text and "setsid" in caplog.text
-    grouped = ShellExecutor(containment=box)
+    grouped = ShellExecutor(containment=box, sandbox=UNSANDBOXED)
     out = run(grouped.run(make_tool(f"sh -c '{HOST_PID}; {SLEEPER} wait'"), {}, deadline=time.monotonic() + 0.5))
     assert out.timed_out and "the process group was killed" in out.error
     leader, sleeper = map(int, out.stdout.split())
@@ -597,3 +604,42 @@ def test_registry_runs_every_executor_the_format_names() -> None:
         executors.get("ftp")
     for name in executors.__all__:
         assert hasattr(executors, name), name
+
+
+# ---------------------------------------------------------------- argument hygiene (issue 9 §3)
+
+
+def test_a_value_that_would_be_an_option_is_refused_and_nothing_runs(run: Runner[Outcome], make_tool: MakeTool,
+                                                                     tmp_path: Path) -> None:
+    """The issue's case: ``git -C {repo} show --stat {rev}`` with ``rev=--output=FILE`` wrote FILE."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    subprocess.run(["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "one"], check=True)
+    tool = make_tool("git -C {repo} show --stat {rev}",
+                     "{ repo: { type: string, normalize: [path] }, rev: { type: string } }")
+    target = tmp_path / "written"
+    out = run(SHELL.run(tool, {"repo": str(tmp_path / "repo"), "rev": f"--output={target}"}, deadline=soon()))
+    assert not out.ok and out.error == "a value would be read as an option: rev; nothing ran"
+    [(param, message)] = out.param_errors
+    assert param == "rev" and "would be read as an option" in message and "allow_option: true" in message
+    assert not target.exists()
+    fine = run(SHELL.run(tool, {"repo": str(tmp_path / "repo"), "rev": "HEAD"}, deadline=soon()))
+    assert fine.ok and b"one" in fine.stdout
+
+
+@pytest.mark.parametrize(("command", "params", "value"), [
+    (f"{ARGV_JSON} {{v}}", "{ v: { type: string, allow_option: true } }", "-n"),     # the parameter allows it
+    (f"{ARGV_JSON} -- {{v}}", "{ v: { type: string } }", "-n"),                       # after the end of options
+    (f"{ARGV_JSON} --limit={{v}}", "{ v: { type: integer } }", -5),                   # inside a word: the option's value
+    (f"{ARGV_JSON} x{{v}}", "{ v: { type: string } }", "-n"),                         # not at the start of a word
+])
+def test_a_dash_value_runs_where_it_cannot_be_an_option(run: Runner[Outcome], make_tool: MakeTool, command: str,
+                                                        params: str, value: object) -> None:
+    out = run(SHELL.run(make_tool(command, params), {"v": value}, deadline=soon()))
+    assert out.ok and out.param_errors == (), out
+    assert str(value) in json.loads(out.stdout)[-1]
+
+
+def test_a_negative_number_alone_is_an_option_too(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    out = run(SHELL.run(make_tool(f"{ARGV_JSON} {{n}}", "{ n: { type: integer } }"), {"n": -5}, deadline=soon()))
+    assert not out.ok and [p for p, _ in out.param_errors] == ["n"] and out.stdout == b""
