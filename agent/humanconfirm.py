@@ -45,6 +45,11 @@ def _fingerprint(tool: str, tool_sha256: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _new_id() -> str:
+    """A request id a person can type: URL-safe, and never starting with '-' (a command line reads that as an option)."""
+    return "r" + secrets.token_urlsafe(12)
+
+
 @dataclasses.dataclass
 class Request:
     """One call waiting for (or decided by) a person. Mutated only under the book's lock."""
@@ -94,7 +99,7 @@ class HumanConfirmations:
              command: str = "", requester: str = "") -> Request:
         """A new pending request for this exact call."""
         now = self._clock()
-        request = Request(id=secrets.token_urlsafe(12), tool=tool, tool_sha256=tool_sha256, params=params,
+        request = Request(id=_new_id(), tool=tool, tool_sha256=tool_sha256, params=params,
                           method=method, command=command, fingerprint=_fingerprint(tool, tool_sha256, params),
                           created_unix_ms=int(time.time() * 1000), expires_at=now + self.ttl_s,
                           expires_unix_ms=int((time.time() + self.ttl_s) * 1000), requester=requester)

@@ -270,6 +270,13 @@ struct shown {
 static char devnull[64] = "/dev/null"; /* the host's, through an fd taken before /dev is masked */
 
 /* Hide the masks that are folders (dirs=1: an empty tmpfs) or files (dirs=0: /dev/null on top). */
+/* path lies strictly beneath folder (folder "/" holds everything) */
+static int beneath(const char *path, const char *folder) {
+    size_t n = strlen(folder);
+    if (n == 1 && folder[0] == '/') return path[1] != '\0';
+    return strlen(path) > n && strncmp(path, folder, n) == 0 && path[n] == '/';
+}
+
 static int hide(const struct sandbox *sb, int dirs) {
     for (int k = 0; k < sb->n_mask; k++) {
         struct stat st;
@@ -367,7 +374,21 @@ int sandbox_mounts(const struct sandbox *sb) {
         }
         close(shown[k].tree);
     }
-    /* 5. file masks last: a secret stays hidden even inside a folder shown again */
+    /* 5. a folder mask inside a folder shown again (the server's admin socket folder under a shown
+       /tmp) is hidden again: the clone was taken from the host, before the masks */
+    for (int k = 0; k < sb->n_mask; k++) {
+        struct stat st;
+        if (lstat(sb->mask[k], &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        for (int j = 0; j < n; j++) {
+            if (!beneath(sb->mask[k], shown[j].path)) continue;
+            if (mount("bitong-mask", sb->mask[k], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") != 0) {
+                fail("cannot hide", sb->mask[k], errno);
+                return -1;
+            }
+            break;
+        }
+    }
+    /* file masks last: a secret stays hidden even inside a folder shown again */
     if (hide(sb, 0) != 0) return -1;
     /* masks stay empty: read-only (their own mount only, not what was shown beneath) */
     for (int k = 0; k < sb->n_mask; k++) {

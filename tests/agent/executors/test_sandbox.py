@@ -145,6 +145,22 @@ def test_bundled_file_read_cannot_read_etc_shadow_or_the_servers_config(tmp_path
     assert not refused.ok and refused.param_errors and refused.param_errors[0][0] == "path"
 
 
+def test_a_hidden_folder_stays_hidden_under_a_folder_shown_again(tool: Tool, tmp_path: Path) -> None:
+    """The server's admin socket folder under /tmp, with a tool that may read /tmp/**: still empty to the tool."""
+    shared = tmp_path / "shared"
+    admin = shared / "bitong-admin"
+    admin.mkdir(parents=True)
+    (admin / "admin.sock").write_text("not for tools")
+    (shared / "note.txt").write_text("visible")
+    box = sandbox.probe("auto", (str(admin),))
+    assert box.active
+    reader = tool("reader", command=sh(f"cat {shared}/note.txt; ls -A {admin}; echo end"),
+                  permissions=f'{{ exec: true, fs_read: true, fs_read_paths: ["{shared}/**"] }}')
+    out = call(Executors(sandbox=box), reader)
+    assert out.sandboxed and out.ok, out.stderr
+    assert out.stdout == b"visibleend\n", out.stderr
+
+
 def test_fs_read_paths_hide_everything_else(tool: Tool, tmp_path: Path) -> None:
     allowed, elsewhere = tmp_path / "allowed", Path(tempfile.mkdtemp(dir="/var/tmp"))
     allowed.mkdir()
