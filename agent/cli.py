@@ -116,6 +116,10 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
+# The server sends up to 64 MiB (a Call's collected output); gRPC's client default would refuse past 4 MiB.
+_CLIENT_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+
 class _Remote:
     """A stub for ``--server ADDR`` and the call options that say who we are (token, client certificate)."""
 
@@ -138,9 +142,9 @@ class _Remote:
                                                      _read(cert) if cert else None)
             except OSError as exc:
                 raise SystemExit(f"bitong: cannot read {exc.filename}: {exc.strerror}") from None
-            channel = grpc.secure_channel(target, creds)
+            channel = grpc.secure_channel(target, creds, options=_CLIENT_OPTIONS)
         else:
-            channel = grpc.insecure_channel(target)
+            channel = grpc.insecure_channel(target, options=_CLIENT_OPTIONS)
         self.stub = pb_grpc.ToolAgentStub(channel)
         token = _token(args)
         self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
@@ -358,8 +362,16 @@ def cmd_tools(args: argparse.Namespace) -> int:
         import grpc
 
         remote = _Remote(args)
+        reply = pb.ListToolsResponse()
+        token = ""
         try:
-            reply = remote.stub.ListTools(pb.ListToolsRequest(), metadata=remote.metadata)
+            while True:   # page by page: one reply for 10,000 tools would pass any message limit
+                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
+                reply.tools.extend(page.tools)
+                reply.errors.extend(page.errors)
+                token = page.next_page_token
+                if not token:
+                    break
         except grpc.RpcError as exc:
             return _rpc_error(exc)
     else:

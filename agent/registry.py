@@ -109,7 +109,7 @@ class _FileState:
 class Snapshot:
     """One consistent view of the registry. Never mutated after construction."""
 
-    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots")
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names")
 
     def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
                  generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
@@ -122,12 +122,19 @@ class Snapshot:
         self.generation = generation
         self._files = types.MappingProxyType(dict(files))
         self.roots = tuple(roots)
+        self._names: list[str] | None = None
 
     def lookup(self, name: str) -> ToolDef | None:
         return self.tools.get(name)
 
     def sorted_tools(self) -> list[ToolDef]:
-        return [self.tools[name] for name in sorted(self.tools)]
+        return [self.tools[name] for name in self.sorted_names()]
+
+    def sorted_names(self) -> list[str]:
+        """The tools' names in order, sorted once per snapshot (ListTools pages walk it)."""
+        if self._names is None:
+            self._names = sorted(self.tools)
+        return self._names
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int]:

@@ -160,7 +160,10 @@ class Servicer(pb_grpc.ToolAgentServicer):
     async def ListTools(self, request: pb.ListToolsRequest,
                         context: _Context) -> pb.ListToolsResponse:
         caller = await self._caller(context)
-        return self.agent.list_tools(caller=caller)
+        try:
+            return self.agent.list_tools(caller=caller, page_size=request.page_size, page_token=request.page_token)
+        except LimitExceeded as exc:
+            await _abort(context, exc)
 
     def _checked_params(self, request: pb.CallRequest, caller: Caller, rpc: str) -> dict[str, Any]:
         """The request's params; a request past the limits is audited, then raised (LimitExceeded)."""
