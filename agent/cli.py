@@ -82,6 +82,16 @@ def _embedder(args: argparse.Namespace) -> Any:
     return default_embedder()
 
 
+def _embedder_loader(args: argparse.Namespace) -> Any:
+    """What loads the model once the server answers (serve: it takes seconds, and lexical matching
+    serves meanwhile); None with --no-semantic."""
+    if getattr(args, "no_semantic", False):
+        return None
+    from .match.semantic import default_embedder
+
+    return default_embedder
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The --config file, checked; a broken one stops the command with the reason (never a secret)."""
     from . import config
@@ -542,7 +552,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "its [approve] lists", ", ".join(_development_tools()))
     try:
         _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
-                   embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
+                   embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
                    admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))

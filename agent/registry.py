@@ -22,6 +22,7 @@ serving until it is back or is removed from the roots.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -30,7 +31,7 @@ import os
 import threading
 import time
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -52,6 +53,16 @@ log = logging.getLogger("bitong.registry")
 
 TOOL_FILE = "TOOL.hdlp"
 _RACY_NS = 2_000_000_000
+_FILES_TAG = bytes([3 << 3 | 2])   # RegistryState.files: field 3, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def parser_fingerprint() -> str:
@@ -165,16 +176,39 @@ def _root_of(path: str) -> str:
 
 
 def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = None,
-             previous: Mapping[str, ToolDef] | None = None) -> tuple[dict[str, ToolDef], list[LoadError]]:
-    """Tools by name (the first root wins a name) and every load error.
+             previous: Mapping[str, ToolDef] | None = None, roots: Sequence[str] = (),
+             verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] | None = None,
+             ) -> tuple[dict[str, ToolDef], list[LoadError]]:
+    """Tools by name (the first root wins a name, then the first folder by name) and every load error,
+    in that order too: whatever order ``files`` is in.
 
     With a ``policy``, a tool declaring a sensitive permission it does not
     approve is not served; if the ``previous`` snapshot served an approved
     version of the same file, that version keeps serving (as for a file that
     stops parsing): it is exactly what was approved, and an edit must not
     turn an approved tool into a different one nor take it away unseen.
+    ``verdicts`` keeps the policy's answer per tool object from one call to
+    the next, so a rescan that changed one file asks about one tool.
     """
+    order = {root: i for i, root in enumerate(roots)}
+
+    def rank(path: str) -> tuple[int, str]:
+        folder = os.path.dirname(path)
+        return order.get(os.path.dirname(folder), len(order)), os.path.basename(folder)
+
+    def unapproved(tool: ToolDef) -> tuple[str, ...]:
+        assert policy is not None
+        if verdicts is None:
+            return tuple(policy.unapproved(tool))
+        seen = verdicts.get(id(tool))
+        if seen is not None and seen[0] is tool:
+            return seen[1]
+        answer = tuple(policy.unapproved(tool))
+        verdicts[id(tool)] = (tool, answer)
+        return answer
+
     tools: dict[str, ToolDef] = {}
+    owner: dict[str, str] = {}
     errors: list[LoadError] = []
     served_from: dict[str, ToolDef] | None = None
     for path, state in files.items():
@@ -183,25 +217,33 @@ def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = No
         tool = state.tool
         if tool is None:
             continue
-        if policy is not None and policy.unapproved(tool):
+        if policy is not None and unapproved(tool):
             if served_from is None:
                 served_from = {t.source_path: t for t in (previous or {}).values()}
             kept = served_from.get(path)
-            if kept is not None and (kept is tool or policy.unapproved(kept)):
+            if kept is not None and (kept is tool or unapproved(kept)):
                 kept = None
             why = policy.refusal(tool)
             why += (f"; the version approved before (sha256 {kept.content_sha256[:MIN_PIN]}) keeps serving"
                     if kept is not None else "; the tool does not serve")
-            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "",
-                                    policy.unapproved(tool)))
+            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "", unapproved(tool)))
             if kept is None:
                 continue
             tool = kept
-        if tool.name in tools:
-            first = tools[tool.name].source_path
+        first = owner.get(tool.name)
+        if first is not None:
+            if rank(path) < rank(first):   # this file comes first: it wins, the other is the duplicate
+                tools[tool.name], owner[tool.name] = tool, path
+                path, first = first, path
             errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
             continue
         tools[tool.name] = tool
+        owner[tool.name] = path
+    errors.sort(key=lambda e: rank(e.path))   # stable: one file's errors keep their order
+    if verdicts is not None and len(verdicts) > 2 * len(files) + 64:   # forget the tools no file holds any more
+        held = {id(s.tool) for s in files.values() if s.tool is not None}
+        for key in [k for k in verdicts if k not in held]:
+            del verdicts[key]
     return tools, errors
 
 
@@ -214,7 +256,10 @@ class Registry:
 
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
                  embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
-                 approval: ApprovalPolicy | None = None) -> None:
+                 approval: ApprovalPolicy | None = None,
+                 embedder_loader: Callable[[], Embedder | None] | None = None) -> None:
+        """``embedder_loader`` (instead of ``embedder``): the model is loaded by the first
+        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical."""
         if not roots:
             raise ValueError("at least one tools root is needed")
         if max_file_bytes < 1:
@@ -224,40 +269,39 @@ class Registry:
         self.approval = approval   # None: no approval check (a library user's choice; the server always sets one)
         self._vocabulary = vocabulary
         self._embedder = embedder
+        self._embedder_loader = embedder_loader if embedder is None else None
         self._lock = threading.Lock()
+        # What the state file holds changes with the files and the analyses (vectors
+        # included), not with the calibration: a version of that, and the one saved.
+        self._state_version = 0
+        self._saved_version = -1
         self._semantic_lock = threading.Lock()
         self._calibrated: tuple[frozenset[str], bool] | None = None
+        self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
+        self._verdicts_policy: ApprovalPolicy | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
-    def rescan(self) -> Snapshot:
-        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot."""
+    def rescan(self, folders: Iterable[str] | None = None) -> Snapshot:
+        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
+
+        With ``folders`` (tool folders an inotify event named), only their
+        TOOL.hdlp files are looked at: the cost is theirs, not the registry's.
+        A folder outside the roots is ignored; the roots themselves are not
+        listed again (a root that goes or comes back needs a full rescan).
+        """
         with self._lock:
             old = self.snapshot
+            if folders is not None:
+                return self._rescan_folders(old, folders)
             files: dict[str, _FileState] = {}
             now_ns = time.time_ns()
             candidates, lost = _candidates(self.roots)
             lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
             for path in candidates:
-                try:
-                    st = os.stat(path)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue  # a plain file, or a folder without TOOL.hdlp: not a tool
-                except OSError as exc:
-                    prev = old._files.get(path)
-                    files[path] = _FileState((0, 0, 0), "", prev.tool if prev else None,
-                                             LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
-                                                       prev.tool.name if prev and prev.tool else ""))
-                    continue
-                key = _stat_key(st)
-                prev = old._files.get(path)
-                # A file written twice within one mtime tick keeps its stat key, so a
-                # recent mtime is not trusted: such files are re-hashed (as git does).
-                # Nor is a file in error: what failed (a permission, a size) may have
-                # been fixed without touching its mtime.
-                trusted = (prev is not None and prev.stat_key == key and prev.error is None
-                           and now_ns - key[0] > _RACY_NS)
-                files[path] = prev if trusted and prev is not None else self._load(path, key, prev)
+                state = self._look(old, path, now_ns)
+                if state is not None:
+                    files[path] = state
             for path, state in old._files.items():
                 if _root_of(path) in lost:  # keep serving what the lost root last held
                     files[path] = state
@@ -266,6 +310,61 @@ class Registry:
             if not unchanged:
                 self.snapshot = self._assemble(old, files, lost_roots)
             return self.snapshot
+
+    def _rescan_folders(self, old: Snapshot, folders: Iterable[str]) -> Snapshot:
+        now_ns = time.time_ns()
+        changed: dict[str, _FileState | None] = {}
+        for folder in folders:
+            folder = os.path.abspath(folder)
+            root, name = os.path.split(folder)
+            if root not in self.roots or name.startswith(".") or root in old.lost_roots:
+                continue
+            path = os.path.join(folder, TOOL_FILE)
+            state = self._look(old, path, now_ns)
+            prev = old._files.get(path)
+            if state is not prev and (state is None or prev is None or state != prev):
+                changed[path] = state
+        if not changed:
+            return old
+        files = dict(old._files)
+        for path, state in changed.items():
+            if state is None:
+                files.pop(path, None)
+            else:
+                files[path] = state
+        # roots in order, folders sorted: the order a full scan lists them in (the first root wins a name)
+        order = {root: i for i, root in enumerate(self.roots)}
+        files = dict(sorted(files.items(), key=lambda item: (order.get(_root_of(item[0]), 0), item[0])))
+        self.snapshot = self._assemble(old, files, old.lost_roots)
+        return self.snapshot
+
+    def _look(self, old: Snapshot, path: str, now_ns: int) -> _FileState | None:
+        """What is at ``path`` now: its last state if its stat key vouches for it, else read again; None: no file."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # a plain file, or a folder without TOOL.hdlp: not a tool
+        except OSError as exc:
+            prev = old._files.get(path)
+            return _FileState((0, 0, 0), "", prev.tool if prev else None,
+                              LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
+                                        prev.tool.name if prev and prev.tool else ""))
+        key = _stat_key(st)
+        prev = old._files.get(path)
+        # A file written twice within one mtime tick keeps its stat key, so a
+        # recent mtime is not trusted: such files are re-hashed (as git does).
+        # Nor is a file in error: what failed (a permission, a size) may have
+        # been fixed without touching its mtime.
+        trusted = (prev is not None and prev.stat_key == key and prev.error is None
+                   and now_ns - key[0] > _RACY_NS)
+        return prev if trusted and prev is not None else self._load(path, key, prev)
+
+    def _verdicts_for(self, policy: ApprovalPolicy | None) -> dict[int, tuple[ToolDef, tuple[str, ...]]]:
+        """The policy's answers kept from the last resolve; forgotten when the policy is another one."""
+        if policy is not self._verdicts_policy:
+            self._verdicts_policy = policy
+            self._verdicts = {}
+        return self._verdicts
 
     def _lost_root(self, old: Snapshot, root: str, why: str) -> LoadError:
         kept = sorted(s.tool.name for p, s in old._files.items() if _root_of(p) == root and s.tool is not None)
@@ -298,21 +397,25 @@ class Registry:
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState],
                   lost_roots: Mapping[str, LoadError] | None = None) -> Snapshot:
-        tools, errors = _resolve(files, self.approval, old.tools)
+        tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
         upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
         remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
+        self._state_version += 1
         if upsert or remove:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
         return snap
 
-    def _first_snapshot(self, files: dict[str, _FileState], analyses: dict[str, bytes]) -> Snapshot:
-        """A snapshot from stored files, its index restored from stored analyses where still fresh."""
-        tools, errors = _resolve(files, self.approval, self.snapshot.tools)
-        stored = [(tool, analyses.get(tool.source_path, b"")) for tool in tools.values()]
+    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes]) -> Snapshot:
+        """A snapshot from stored files, its index restored from stored analyses where still fresh
+        (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
+        tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
+                                 self._verdicts_for(self.approval))
+        stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
+        self._state_version += 1
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
 
     # ------------------------------------------------------------ vectors and calibration
@@ -326,7 +429,7 @@ class Registry:
         round. Returns True if the snapshot changed.
         """
         with self._semantic_lock:
-            changed = False
+            changed = self._attach_embedder()
             emb = self._embedder
             if emb is not None:
                 pending = self.snapshot.index.pending_vectors()
@@ -342,6 +445,7 @@ class Registry:
                         at += k
                     with self._lock:
                         self._swap_index(self.snapshot.index.with_vectors(computed))
+                        self._state_version += 1
                     changed = True
             snap = self.snapshot
             key = (frozenset(snap.tools), snap.index.semantic_ready)
@@ -353,6 +457,27 @@ class Registry:
                 self._calibrated = key
                 changed = True
             return changed
+
+    def _attach_embedder(self) -> bool:
+        """Load the model the loader gives (once) and index the tools with it; True if it loaded.
+
+        Stored analyses keep their vectors while the index has no model, so a
+        restart's vectors serve as soon as the model is in."""
+        loader, self._embedder_loader = self._embedder_loader, None
+        if loader is None:
+            return False
+        emb = loader()
+        if emb is None:
+            log.info("the multilingual model cannot load here: matching stays lexical")
+            return False
+        with self._lock:
+            index = self.snapshot.index
+            rebuilt = matcher.Index.build(list(index.analyses()), vocabulary=self._vocabulary, embedder=emb)
+            self._embedder = emb
+            self._swap_index(rebuilt.with_calibration(index.calibration, index.lexical_calibration))
+        log.info("multilingual model ready: %d of %d tools have their vectors", len(index) -
+                 len(rebuilt.pending_vectors()), len(index))
+        return True
 
     def _needs_calibration(self, key: tuple[frozenset[str], bool]) -> bool:
         assert self._calibrated is not None
@@ -372,13 +497,45 @@ class Registry:
 
     # ------------------------------------------------------------ persisted state
 
+    @property
+    def state_dirty(self) -> bool:
+        """True when the files or the analyses changed since the state was last saved or loaded."""
+        return self._state_version != self._saved_version
+
     def save_state(self, path: str) -> None:
-        """Write what we know of every file, atomically (a crash never leaves half a state)."""
-        snap = self.snapshot
-        state = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots)
+        """Write what we know of every file, atomically (a crash never leaves half a state).
+
+        Written one file's entry at a time (the wire format of a repeated field
+        is its entries one after the other), so saving 10,000 tools never holds
+        a second copy of the registry in memory.
+        """
+        with self._lock:
+            snap, version = self.snapshot, self._state_version
+        head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
+                                       analysis_fingerprint=snap.index.fingerprint).SerializeToString()
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(head)
+                for entry in self._stored(snap):
+                    fh.write(_FILES_TAG + _varint(len(entry)) + entry)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._saved_version = version
+
+    @staticmethod
+    def _stored(snap: Snapshot) -> Iterator[bytes]:
+        """Each file's StoredFile, serialized."""
         for fpath, fs in snap._files.items():
-            entry = state.files.add(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
-                                    inode=fs.stat_key[2], sha256=fs.sha256)
+            entry = state_pb2.StoredFile(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
+                                         inode=fs.stat_key[2], sha256=fs.sha256)
             if fs.tool is not None:
                 entry.tool.CopyFrom(fs.tool)
                 if snap.tools.get(fs.tool.name) is fs.tool:  # the copy the index holds, not a duplicate
@@ -389,15 +546,7 @@ class Registry:
                 e = fs.error
                 entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
                                                   serving_previous=e.serving_previous))
-        data = state.SerializeToString()
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            yield entry.SerializeToString()
 
     def load_state(self, path: str) -> bool:
         """Start from a saved state, validated against the files: a file whose stat
@@ -405,11 +554,12 @@ class Registry:
         parsed, a deleted one dropped; the rest is served as saved.
 
         Returns False (and changes nothing) when there is no usable state: missing,
-        unreadable, written by another parser, or for other roots.
+        unreadable, written by another parser, or for other roots. When the
+        files and analyses are as saved, :attr:`state_dirty` is False after it.
         """
         try:
             with open(path, "rb") as fh:
-                state = state_pb2.RegistryState.FromString(fh.read())
+                state = state_pb2.RegistryState.FromString(fh.read())  # the bytes go as soon as they are decoded
         except (OSError, DecodeError) as exc:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("ignoring registry state %s: %s", path, exc)
@@ -422,8 +572,13 @@ class Registry:
         was_on = gc.isenabled()
         gc.disable()
         try:
+            stored_fingerprint = state.analysis_fingerprint
             self._seed(state)
+            seeded = self.snapshot
+            del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
+            if self.snapshot is seeded and stored_fingerprint == seeded.index.fingerprint:
+                self._saved_version = self._state_version   # the file holds exactly this: no need to write it
             return True
         finally:
             if was_on:
@@ -431,15 +586,20 @@ class Registry:
 
     def _seed(self, state: state_pb2.RegistryState) -> None:
         files: dict[str, _FileState] = {}
-        analyses: dict[str, bytes] = {}
-        for entry in state.files:
-            if entry.analysis:
-                analyses[entry.tool.source_path] = entry.analysis
+        where: dict[str, int] = {}
+        for i, entry in enumerate(state.files):
             error = None
             if entry.HasField("error"):
                 e = entry.error
                 error = LoadError(e.path, e.line, e.column, e.message, e.serving_previous)
-            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256,
-                                           entry.tool if entry.HasField("tool") else None, error)
+            tool = entry.tool if entry.HasField("tool") else None
+            if tool is not None:
+                where[tool.source_path] = i
+            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256, tool, error)
+
+        def analysis(source: str) -> bytes:
+            i = where.get(source)
+            return state.files[i].analysis if i is not None else b""
+
         with self._lock:
-            self.snapshot = self._first_snapshot(files, analyses)
+            self.snapshot = self._first_snapshot(files, analysis)

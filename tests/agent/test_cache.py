@@ -259,11 +259,11 @@ async def test_a_rescan_that_raises_keeps_the_old_snapshot_and_the_watch_going(
             real = registry.rescan
             calls: list[str] = []
 
-            def rescan_failing_once() -> Snapshot:
+            def rescan_failing_once(*args: object) -> Snapshot:
                 calls.append(threading.current_thread().name)
                 if len(calls) == 1:
                     raise RuntimeError("injected: the first rescan after start fails")
-                return real()
+                return real(*args)  # type: ignore[arg-type]
 
             monkeypatch.setattr(registry, "rescan", rescan_failing_once)
             put(root, "beta")
