@@ -31,7 +31,6 @@ import logging
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable
 
 from .registry import Registry, Snapshot
@@ -166,7 +165,7 @@ class CacheAgent:
 
     def __init__(self, registry: Registry, *, debounce_s: float = 0.05, poll_s: float = 0.5,
                  safety_poll_s: float = 30.0, use_inotify: bool = True, state_path: str | None = None,
-                 on_swap: Callable[[Snapshot], None] | None = None, save_every_s: float = 2.0) -> None:
+                 on_swap: Callable[[Snapshot], None] | None = None, save_every_s: float = 5.0) -> None:
         self.registry = registry
         self.state_path = state_path
         self.debounce_s = debounce_s
@@ -186,7 +185,7 @@ class CacheAgent:
         self._semantic_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._save_task: asyncio.Task[None] | None = None
         self._save_wanted = asyncio.Event()
-        self._last_save = 0.0
+        self._started = 0
 
     @property
     def mode(self) -> str:
@@ -210,6 +209,7 @@ class CacheAgent:
         if not seeded:
             await asyncio.to_thread(self.registry.rescan)
         snap = self.registry.snapshot
+        self._started = snap.generation
         self._task = asyncio.create_task(self._run(), name="bitong-cache-agent")
         if not defer:
             self.serving()
@@ -242,6 +242,9 @@ class CacheAgent:
                 if self.on_swap is not None:
                     self.on_swap(self.registry.snapshot)
             if not self._semantic_again:
+                index = self.registry.snapshot.index
+                log.info("matching ready: %d tools, %s", len(index),
+                         "by meaning and words" if index.semantic_ready else "by words")
                 return
 
     async def stop(self) -> None:
@@ -316,12 +319,20 @@ class CacheAgent:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         await self._serving.wait()
-        full = True   # once the folders are watched, a change made before is seen by one full rescan
         if self._inotify is not None:
             await asyncio.to_thread(self._rewatch)
             log.info("watching %d folders", len(self._inotify.by_path))
+            # a change made before its folder was watched: one full rescan sees it
+            self._folders, self._full = set(), False
+            try:
+                snap = await loop.run_in_executor(None, self.registry.rescan)
+                if self.on_swap is not None and snap.generation != self._started:
+                    self.on_swap(snap)
+            except Exception:
+                log.exception("rescan failed; the previous snapshot keeps serving")
         self._save()
         self._semantics()
+        full = False
         while True:
             if not full:
                 try:
@@ -357,7 +368,8 @@ class CacheAgent:
                 self._semantics()
 
     def _save(self) -> None:
-        """Ask for the state to be written (by one task, at most every ``save_every_s``)."""
+        """Ask for the state to be written: by one task, ``save_every_s`` after the first change asked
+        for it (10,000 tools take a while to write; a crash meanwhile costs a slower restart, no more)."""
         if not self.state_path:
             return
         self._save_wanted.set()
@@ -367,16 +379,13 @@ class CacheAgent:
     async def _saver(self) -> None:
         while True:
             await self._save_wanted.wait()
-            wait = self._last_save + self.save_every_s - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)   # the changes of a busy moment make one write
+            await asyncio.sleep(self.save_every_s)   # the changes of a busy moment make one write
             self._save_wanted.clear()
             await self._write()
 
     async def _write(self) -> None:
         if not self.state_path or not self.registry.state_dirty:
             return
-        self._last_save = time.monotonic()
         try:
             await asyncio.to_thread(self.registry.save_state, self.state_path)
         except OSError as exc:  # a cache that cannot be written costs a slower restart, nothing more

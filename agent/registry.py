@@ -332,11 +332,44 @@ class Registry:
                 files.pop(path, None)
             else:
                 files[path] = state
-        # roots in order, folders sorted: the order a full scan lists them in (the first root wins a name)
-        order = {root: i for i, root in enumerate(self.roots)}
-        files = dict(sorted(files.items(), key=lambda item: (order.get(_root_of(item[0]), 0), item[0])))
-        self.snapshot = self._assemble(old, files, old.lost_roots)
+        fast = self._patched(old, changed)
+        if fast is not None:
+            tools, upsert, remove = fast
+            self.snapshot = self._assemble(old, files, old.lost_roots, (tools, list(old.errors[len(old.lost_roots):]),
+                                                                        upsert, remove))
+        else:
+            self.snapshot = self._assemble(old, files, old.lost_roots)
         return self.snapshot
+
+    def _patched(self, old: Snapshot, changed: Mapping[str, _FileState | None]
+                 ) -> tuple[dict[str, ToolDef], list[ToolDef], list[str]] | None:
+        """The old tools with these files' changes applied, when nothing else can be affected: no
+        error before or after, no name another file holds, nothing the approvals refuse. Otherwise None
+        (then everything is resolved again, which costs a pass over every file)."""
+        in_error = {e.path for e in old.errors}
+        tools = dict(old.tools)
+        upsert: list[ToolDef] = []
+        remove: list[str] = []
+        for path, state in changed.items():
+            prev = old._files.get(path)
+            if path in in_error or (prev is not None and prev.error is not None):
+                return None
+            if prev is not None and prev.tool is not None:
+                if old.tools.get(prev.tool.name) is not prev.tool:   # a duplicate, or an approved version kept
+                    return None
+                del tools[prev.tool.name]
+                remove.append(prev.tool.name)
+            if state is None:
+                continue
+            tool = state.tool
+            if state.error is not None or tool is None:
+                return None
+            if tool.name in tools or (self.approval is not None and self.approval.unapproved(tool)):
+                return None
+            tools[tool.name] = tool
+            upsert.append(tool)
+        remove = [name for name in remove if name not in tools]
+        return tools, upsert, remove
 
     def _look(self, old: Snapshot, path: str, now_ns: int) -> _FileState | None:
         """What is at ``path`` now: its last state if its stat key vouches for it, else read again; None: no file."""
@@ -396,10 +429,15 @@ class Registry:
         return _FileState(key, sha, last_good, err)
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState],
-                  lost_roots: Mapping[str, LoadError] | None = None) -> Snapshot:
-        tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
-        upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
-        remove = [name for name in old.tools if name not in tools]
+                  lost_roots: Mapping[str, LoadError] | None = None,
+                  patched: tuple[dict[str, ToolDef], list[LoadError], list[ToolDef], list[str]] | None = None,
+                  ) -> Snapshot:
+        if patched is not None:
+            tools, errors, upsert, remove = patched
+        else:
+            tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
+            upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
+            remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
         self._state_version += 1

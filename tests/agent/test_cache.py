@@ -304,3 +304,61 @@ async def test_stop_leaves_no_task_and_no_watch(root: Path, mode: str, settle: b
         assert not asyncio.get_running_loop().remove_reader(fd)
     await agent.stop()                   # a second stop is harmless
     assert agent_tasks() == set()
+
+
+# ---------------------------------------------------------------- the state file, and the folder an event names
+
+
+async def test_a_restart_with_nothing_changed_does_not_write_the_state(root: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.pb"
+    for path in root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))   # older than the racy window: trusted by its stat
+    swaps = Swaps()
+    first = CacheAgent(Registry([str(root)]), debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
+                       on_swap=swaps)
+    await first.start(defer=True)
+    assert not state.exists(), "nothing is written before the server answers"
+    first.serving()
+    await first.stop()          # stop writes what is not written yet
+    written = state.stat()
+
+    swaps = Swaps()
+    registry = Registry([str(root)])
+    again = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state), on_swap=swaps)
+    snap = await again.start()
+    await swaps.calibrated(snap)   # the background step that would have asked for a save is done
+    await again.stop()
+    after = state.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns), "rewritten for nothing"
+
+    put(root, "beta")
+    swaps = Swaps()
+    registry = Registry([str(root)])
+    third = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state), on_swap=swaps)
+    await third.start()
+    await third.stop()
+    assert state.stat().st_ino != written.st_ino
+    reloaded = Registry([str(root)])
+    assert reloaded.load_state(str(state)) and {"alpha", "beta"} <= set(reloaded.snapshot.tools)
+
+
+async def test_an_event_rescans_the_folder_it_names_and_nothing_else(root: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = Registry([str(root)])
+    swaps = Swaps()
+    agent = make_agent(registry, "inotify", swaps)
+    async with running(agent, swaps, "inotify"):
+        asked: list[object] = []
+        real = registry.rescan
+
+        def rescan(folders: object = None) -> Snapshot:
+            asked.append(None if folders is None else sorted(folders))  # type: ignore[call-overload]
+            return real(folders)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(registry, "rescan", rescan)
+        put(root, "beta")
+        await swaps.until(registry, lambda s: "beta" in s.tools)
+        put(root, "alpha", intent="a changed alpha")
+        await swaps.until(registry, lambda s: s.tools["alpha"].intent == "a changed alpha")
+        assert None not in asked, "no full rescan: the events said where"
+        assert {str(root / "beta"), str(root / "alpha")} == {f for fs in asked for f in fs}  # type: ignore[attr-defined]
