@@ -322,8 +322,8 @@ class CacheAgent:
         if self._inotify is not None:
             await asyncio.to_thread(self._rewatch)
             log.info("watching %d folders", len(self._inotify.by_path))
-            # a change made before its folder was watched: one full rescan sees it
-            self._folders, self._full = set(), False
+            # a change made before its folder was watched: one full rescan sees it (the folders
+            # events named meanwhile stay pending: the loop watches any the scan of the root missed)
             try:
                 snap = await loop.run_in_executor(None, self.registry.rescan)
                 if self.on_swap is not None and snap.generation != self._started:
