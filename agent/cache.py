@@ -136,7 +136,8 @@ class _Inotify:
                         if not mask & _IN_IGNORED:
                             self._rm(self.fd, wd)
                 if path is None:
-                    full = True
+                    # the IN_IGNORED that follows dropping a moved folder's watch says nothing new
+                    full = full or not mask & _IN_IGNORED
                 elif path in self.roots:
                     if name:
                         folders.add(os.path.join(path, os.fsdecode(name)))

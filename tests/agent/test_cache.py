@@ -362,3 +362,18 @@ async def test_an_event_rescans_the_folder_it_names_and_nothing_else(root: Path,
         await swaps.until(registry, lambda s: s.tools["alpha"].intent == "a changed alpha")
         assert None not in asked, "no full rescan: the events said where"
         assert {str(root / "beta"), str(root / "alpha")} == {f for fs in asked for f in fs}  # type: ignore[attr-defined]
+
+
+async def test_a_tool_folder_moved_out_and_back_is_watched_again(root: Path, tmp_path: Path) -> None:
+    registry = Registry([str(root)])
+    swaps = Swaps()
+    agent = make_agent(registry, "inotify", swaps)
+    async with running(agent, swaps, "inotify"):
+        os.rename(root / "alpha", tmp_path / "alpha")
+        await swaps.until(registry, lambda s: "alpha" not in s.tools)
+        put(tmp_path, "alpha", intent="edited while away")   # no longer ours: nothing to see
+        os.rename(tmp_path / "alpha", root / "alpha")
+        await swaps.until(registry, lambda s: "alpha" in s.tools and s.tools["alpha"].intent == "edited while away")
+        put(root, "alpha", intent="edited back home")   # its watch is set again
+        snap = await swaps.until(registry, lambda s: s.tools["alpha"].intent == "edited back home")
+        assert snap.errors == () and set(snap.tools) == {"alpha"}
