@@ -27,7 +27,9 @@ import dataclasses
 import gc
 import hashlib
 import logging
+import marshal
 import os
+import pkgutil
 import threading
 import time
 import types
@@ -44,6 +46,7 @@ from parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_file
 from .approval import MIN_PIN, Policy as ApprovalPolicy
 from .match import index as matcher
 from .match.calibrate import calibrate
+from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
 
@@ -54,6 +57,44 @@ log = logging.getLogger("bitong.registry")
 TOOL_FILE = "TOOL.hdlp"
 _RACY_NS = 2_000_000_000
 _FILES_TAG = bytes([3 << 3 | 2])   # RegistryState.files: field 3, length-delimited
+
+
+_CALIBRATION_FORMAT = "bitong-calibration-1"
+
+
+def _calibrate_code() -> str:
+    """The calibration depends on the code that fits it (besides the analyses, which have their fingerprint)."""
+    data = pkgutil.get_data("agent", "match/calibrate.py")
+    return hashlib.sha256(data or b"").hexdigest()[:16]
+
+
+def _calibration_bytes(names: frozenset[str], ready: bool, model: str, calibration: Calibration,
+                       lexical: Calibration) -> bytes:
+    def plain(c: Calibration) -> tuple[dict[str, float], float, float, int, dict[str, float]]:
+        return dict(c.weights), c.scale, c.shift, c.samples, dict(c.hub)
+    return marshal.dumps((_CALIBRATION_FORMAT, _calibrate_code(), tuple(sorted(names)), ready, model,
+                          plain(calibration), plain(lexical)), 4)
+
+
+def _calibration_from(data: bytes) -> tuple[frozenset[str], bool, str, Calibration, Calibration] | None:
+    """What :func:`_calibration_bytes` wrote, or None if it is absent, of another format or other code."""
+    if not data:
+        return None
+    try:
+        fields = marshal.loads(data)
+        tag, code, names, ready, model, cal, lex = fields
+        if tag != _CALIBRATION_FORMAT or code != _calibrate_code():
+            return None
+
+        def typed(c: tuple[object, ...]) -> Calibration:
+            weights, scale, shift, samples, hub = c
+            if not (isinstance(weights, dict) and isinstance(hub, dict) and isinstance(scale, float)
+                    and isinstance(shift, float) and isinstance(samples, int)):
+                raise ValueError("not a calibration")
+            return Calibration(weights, scale, shift, samples, hub)
+        return frozenset(names), bool(ready), str(model), typed(cal), typed(lex)
+    except Exception:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes: fit it again
+        return None
 
 
 def _varint(n: int) -> bytes:
@@ -277,6 +318,7 @@ class Registry:
         self._saved_version = -1
         self._semantic_lock = threading.Lock()
         self._calibrated: tuple[frozenset[str], bool] | None = None
+        self._calibrated_model = ""
         self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
         self._verdicts_policy: ApprovalPolicy | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
@@ -493,6 +535,8 @@ class Registry:
                     self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
                                                                           fitted.lexical_calibration))
                 self._calibrated = key
+                self._calibrated_model = emb.model_id if key[1] and emb is not None else ""
+                self._state_version += 1   # the state keeps the calibration: a restart need not fit it again
                 changed = True
             return changed
 
@@ -508,6 +552,8 @@ class Registry:
         if emb is None:
             log.info("the multilingual model cannot load here: matching stays lexical")
             return False
+        if self._calibrated_model and self._calibrated_model != emb.model_id:
+            self._calibrated = None   # fitted with another model's vectors
         with self._lock:
             index = self.snapshot.index
             rebuilt = matcher.Index.build(list(index.analyses()), vocabulary=self._vocabulary, embedder=emb)
@@ -548,15 +594,19 @@ class Registry:
         a second copy of the registry in memory.
         """
         with self._lock:
-            snap, version = self.snapshot, self._state_version
+            snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
+                self._calibrated_model
         head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
-                                       analysis_fingerprint=snap.index.fingerprint).SerializeToString()
+                                       analysis_fingerprint=snap.index.fingerprint)
+        if calibrated is not None:
+            head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
+                                                  snap.index.lexical_calibration)
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as fh:
-                fh.write(head)
+                fh.write(head.SerializeToString())
                 for entry in self._stored(snap):
                     fh.write(_FILES_TAG + _varint(len(entry)) + entry)
                 fh.flush()
@@ -611,12 +661,19 @@ class Registry:
         gc.disable()
         try:
             stored_fingerprint = state.analysis_fingerprint
+            fitted = _calibration_from(state.calibration)
             self._seed(state)
             seeded = self.snapshot
             del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
-            if self.snapshot is seeded and stored_fingerprint == seeded.index.fingerprint:
+            fresh = stored_fingerprint == seeded.index.fingerprint
+            if self.snapshot is seeded and fresh:
                 self._saved_version = self._state_version   # the file holds exactly this: no need to write it
+            if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)
+                names, ready, model, calibration, lexical = fitted
+                with self._lock:
+                    self._swap_index(self.snapshot.index.with_calibration(calibration, lexical))
+                    self._calibrated, self._calibrated_model = (names, ready), model
             return True
         finally:
             if was_on:

@@ -195,6 +195,7 @@ def run(quick: bool = False, tools: int = 10_000) -> dict[str, Any]:
             srv.stop()
 
         first, _ = serve(big, "first", state)   # writes the state after serving; stop writes what is left
+        first.wait_log(SETTLED)                 # calibrated: the state holds the calibration too
         first.stop()
         if not state.exists():
             raise RuntimeError(f"no state written: {first.tail()}")

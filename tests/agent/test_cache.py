@@ -316,18 +316,30 @@ async def test_a_restart_with_nothing_changed_does_not_write_the_state(root: Pat
     swaps = Swaps()
     first = CacheAgent(Registry([str(root)]), debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
                        on_swap=swaps)
-    await first.start(defer=True)
+    snap = await first.start(defer=True)
     assert not state.exists(), "nothing is written before the server answers"
     first.serving()
-    await first.stop()          # stop writes what is not written yet
+    await swaps.calibrated(snap)
+    await first.stop()          # stop writes what is not written yet (5 s would pass before the agent does)
     written = state.stat()
 
-    swaps = Swaps()
-    registry = Registry([str(root)])
-    again = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state), on_swap=swaps)
-    snap = await again.start()
-    await swaps.calibrated(snap)   # the background step that would have asked for a save is done
-    await again.stop()
+    ready = Logged("matching ready")
+    logger = logging.getLogger("bitong.cache")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(ready)
+    try:
+        swaps = Swaps()
+        registry = Registry([str(root)])
+        again = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
+                           on_swap=swaps)
+        await again.start()
+        await asyncio.wait_for(ready.event.wait(), 10)   # the background step that could ask for a save is done
+        assert swaps.seen == [], "the stored calibration serves: nothing fitted again, nothing swapped"
+        await again.stop()
+    finally:
+        logger.removeHandler(ready)
+        logger.setLevel(level)
     after = state.stat()
     assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns), "rewritten for nothing"
 

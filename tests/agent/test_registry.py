@@ -173,6 +173,33 @@ def test_a_state_that_matches_the_files_is_clean_and_a_change_makes_it_dirty(
     assert "newcomer" in third.snapshot.tools and third.state_dirty
 
 
+def test_a_restart_keeps_the_calibration_and_a_broken_one_is_fitted_again(tools_root: Path, tmp_path: Path) -> None:
+    from bitong.v1 import state_pb2
+
+    state = str(tmp_path / "state.pb")
+    for path in tools_root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    first = Registry([str(tools_root)])
+    first.rescan()
+    assert first.refresh_semantics()          # fitted: a swap
+    fitted = first.snapshot.index.lexical_calibration
+    first.save_state(state)
+
+    again = Registry([str(tools_root)])
+    assert again.load_state(state)
+    assert again.snapshot.index.lexical_calibration == fitted
+    assert not again.refresh_semantics(), "the stored calibration serves: nothing to fit"
+    assert not again.state_dirty
+
+    stored = state_pb2.RegistryState.FromString(Path(state).read_bytes())
+    stored.calibration = b"\xff not a calibration"
+    Path(state).write_bytes(stored.SerializeToString())
+    broken = Registry([str(tools_root)])
+    assert broken.load_state(state)
+    assert broken.refresh_semantics() and broken.snapshot.index.lexical_calibration == fitted
+    assert broken.state_dirty, "fitted again: the state is written again"
+
+
 def test_a_folder_rescan_looks_at_those_folders_only(tools_root: Path, write_tool: WriteTool, tmp_path: Path) -> None:
     registry = Registry([str(tools_root)])
     registry.rescan()
