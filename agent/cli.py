@@ -82,6 +82,16 @@ def _embedder(args: argparse.Namespace) -> Any:
     return default_embedder()
 
 
+def _embedder_loader(args: argparse.Namespace) -> Any:
+    """What loads the model once the server answers (serve: it takes seconds, and lexical matching
+    serves meanwhile); None with --no-semantic."""
+    if getattr(args, "no_semantic", False):
+        return None
+    from .match.semantic import default_embedder
+
+    return default_embedder
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The --config file, checked; a broken one stops the command with the reason (never a secret)."""
     from . import config
@@ -147,6 +157,10 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
 
 
+# The server sends up to 64 MiB (a Call's collected output); gRPC's client default would refuse past 4 MiB.
+_CLIENT_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+
+
 class _Remote:
     """A stub for ``--server ADDR`` and the call options that say who we are (token, client certificate)."""
 
@@ -169,9 +183,9 @@ class _Remote:
                                                      _read(cert) if cert else None)
             except OSError as exc:
                 raise SystemExit(f"bitong: cannot read {exc.filename}: {exc.strerror}") from None
-            channel = grpc.secure_channel(target, creds)
+            channel = grpc.secure_channel(target, creds, options=_CLIENT_OPTIONS)
         else:
-            channel = grpc.insecure_channel(target)
+            channel = grpc.insecure_channel(target, options=_CLIENT_OPTIONS)
         self.stub = pb_grpc.ToolAgentStub(channel)
         token = _token(args)
         self.metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
@@ -389,8 +403,16 @@ def cmd_tools(args: argparse.Namespace) -> int:
         import grpc
 
         remote = _Remote(args)
+        reply = pb.ListToolsResponse()
+        token = ""
         try:
-            reply = remote.stub.ListTools(pb.ListToolsRequest(), metadata=remote.metadata)
+            while True:   # page by page: one reply for 10,000 tools would pass any message limit
+                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
+                reply.tools.extend(page.tools)
+                reply.errors.extend(page.errors)
+                token = page.next_page_token
+                if not token:
+                    break
         except grpc.RpcError as exc:
             return _rpc_error(exc)
     else:
@@ -562,7 +584,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "its [approve] lists", ", ".join(_development_tools()))
     try:
         _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
-                   embedder=_embedder(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
+                   embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
                    admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))

@@ -22,15 +22,18 @@ serving until it is back or is removed from the roots.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
 import logging
+import marshal
 import os
+import pkgutil
 import threading
 import time
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -43,6 +46,7 @@ from parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_file
 from .approval import MIN_PIN, Policy as ApprovalPolicy
 from .match import index as matcher
 from .match.calibrate import calibrate
+from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
 
@@ -52,6 +56,54 @@ log = logging.getLogger("bitong.registry")
 
 TOOL_FILE = "TOOL.hdlp"
 _RACY_NS = 2_000_000_000
+_FILES_TAG = bytes([3 << 3 | 2])   # RegistryState.files: field 3, length-delimited
+
+
+_CALIBRATION_FORMAT = "bitong-calibration-1"
+
+
+def _calibrate_code() -> str:
+    """The calibration depends on the code that fits it (besides the analyses, which have their fingerprint)."""
+    data = pkgutil.get_data("agent", "match/calibrate.py")
+    return hashlib.sha256(data or b"").hexdigest()[:16]
+
+
+def _calibration_bytes(names: frozenset[str], ready: bool, model: str, calibration: Calibration,
+                       lexical: Calibration) -> bytes:
+    def plain(c: Calibration) -> tuple[dict[str, float], float, float, int, dict[str, float]]:
+        return dict(c.weights), c.scale, c.shift, c.samples, dict(c.hub)
+    return marshal.dumps((_CALIBRATION_FORMAT, _calibrate_code(), tuple(sorted(names)), ready, model,
+                          plain(calibration), plain(lexical)), 4)
+
+
+def _calibration_from(data: bytes) -> tuple[frozenset[str], bool, str, Calibration, Calibration] | None:
+    """What :func:`_calibration_bytes` wrote, or None if it is absent, of another format or other code."""
+    if not data:
+        return None
+    try:
+        fields = marshal.loads(data)
+        tag, code, names, ready, model, cal, lex = fields
+        if tag != _CALIBRATION_FORMAT or code != _calibrate_code():
+            return None
+
+        def typed(c: tuple[object, ...]) -> Calibration:
+            weights, scale, shift, samples, hub = c
+            if not (isinstance(weights, dict) and isinstance(hub, dict) and isinstance(scale, float)
+                    and isinstance(shift, float) and isinstance(samples, int)):
+                raise ValueError("not a calibration")
+            return Calibration(weights, scale, shift, samples, hub)
+        return frozenset(names), bool(ready), str(model), typed(cal), typed(lex)
+    except Exception:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes: fit it again
+        return None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def parser_fingerprint() -> str:
@@ -109,7 +161,7 @@ class _FileState:
 class Snapshot:
     """One consistent view of the registry. Never mutated after construction."""
 
-    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots")
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names")
 
     def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
                  generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
@@ -122,12 +174,19 @@ class Snapshot:
         self.generation = generation
         self._files = types.MappingProxyType(dict(files))
         self.roots = tuple(roots)
+        self._names: list[str] | None = None
 
     def lookup(self, name: str) -> ToolDef | None:
         return self.tools.get(name)
 
     def sorted_tools(self) -> list[ToolDef]:
-        return [self.tools[name] for name in sorted(self.tools)]
+        return [self.tools[name] for name in self.sorted_names()]
+
+    def sorted_names(self) -> list[str]:
+        """The tools' names in order, sorted once per snapshot (ListTools pages walk it)."""
+        if self._names is None:
+            self._names = sorted(self.tools)
+        return self._names
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
@@ -158,16 +217,39 @@ def _root_of(path: str) -> str:
 
 
 def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = None,
-             previous: Mapping[str, ToolDef] | None = None) -> tuple[dict[str, ToolDef], list[LoadError]]:
-    """Tools by name (the first root wins a name) and every load error.
+             previous: Mapping[str, ToolDef] | None = None, roots: Sequence[str] = (),
+             verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] | None = None,
+             ) -> tuple[dict[str, ToolDef], list[LoadError]]:
+    """Tools by name (the first root wins a name, then the first folder by name) and every load error,
+    in that order too: whatever order ``files`` is in.
 
     With a ``policy``, a tool declaring a sensitive permission it does not
     approve is not served; if the ``previous`` snapshot served an approved
     version of the same file, that version keeps serving (as for a file that
     stops parsing): it is exactly what was approved, and an edit must not
     turn an approved tool into a different one nor take it away unseen.
+    ``verdicts`` keeps the policy's answer per tool object from one call to
+    the next, so a rescan that changed one file asks about one tool.
     """
+    order = {root: i for i, root in enumerate(roots)}
+
+    def rank(path: str) -> tuple[int, str]:
+        folder = os.path.dirname(path)
+        return order.get(os.path.dirname(folder), len(order)), os.path.basename(folder)
+
+    def unapproved(tool: ToolDef) -> tuple[str, ...]:
+        assert policy is not None
+        if verdicts is None:
+            return tuple(policy.unapproved(tool))
+        seen = verdicts.get(id(tool))
+        if seen is not None and seen[0] is tool:
+            return seen[1]
+        answer = tuple(policy.unapproved(tool))
+        verdicts[id(tool)] = (tool, answer)
+        return answer
+
     tools: dict[str, ToolDef] = {}
+    owner: dict[str, str] = {}
     errors: list[LoadError] = []
     served_from: dict[str, ToolDef] | None = None
     for path, state in files.items():
@@ -176,25 +258,33 @@ def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = No
         tool = state.tool
         if tool is None:
             continue
-        if policy is not None and policy.unapproved(tool):
+        if policy is not None and unapproved(tool):
             if served_from is None:
                 served_from = {t.source_path: t for t in (previous or {}).values()}
             kept = served_from.get(path)
-            if kept is not None and (kept is tool or policy.unapproved(kept)):
+            if kept is not None and (kept is tool or unapproved(kept)):
                 kept = None
             why = policy.refusal(tool)
             why += (f"; the version approved before (sha256 {kept.content_sha256[:MIN_PIN]}) keeps serving"
                     if kept is not None else "; the tool does not serve")
-            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "",
-                                    policy.unapproved(tool)))
+            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "", unapproved(tool)))
             if kept is None:
                 continue
             tool = kept
-        if tool.name in tools:
-            first = tools[tool.name].source_path
+        first = owner.get(tool.name)
+        if first is not None:
+            if rank(path) < rank(first):   # this file comes first: it wins, the other is the duplicate
+                tools[tool.name], owner[tool.name] = tool, path
+                path, first = first, path
             errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
             continue
         tools[tool.name] = tool
+        owner[tool.name] = path
+    errors.sort(key=lambda e: rank(e.path))   # stable: one file's errors keep their order
+    if verdicts is not None and len(verdicts) > 2 * len(files) + 64:   # forget the tools no file holds any more
+        held = {id(s.tool) for s in files.values() if s.tool is not None}
+        for key in [k for k in verdicts if k not in held]:
+            del verdicts[key]
     return tools, errors
 
 
@@ -207,7 +297,10 @@ class Registry:
 
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
                  embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
-                 approval: ApprovalPolicy | None = None) -> None:
+                 approval: ApprovalPolicy | None = None,
+                 embedder_loader: Callable[[], Embedder | None] | None = None) -> None:
+        """``embedder_loader`` (instead of ``embedder``): the model is loaded by the first
+        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical."""
         if not roots:
             raise ValueError("at least one tools root is needed")
         if max_file_bytes < 1:
@@ -217,40 +310,40 @@ class Registry:
         self.approval = approval   # None: no approval check (a library user's choice; the server always sets one)
         self._vocabulary = vocabulary
         self._embedder = embedder
+        self._embedder_loader = embedder_loader if embedder is None else None
         self._lock = threading.Lock()
+        # What the state file holds changes with the files and the analyses (vectors
+        # included), not with the calibration: a version of that, and the one saved.
+        self._state_version = 0
+        self._saved_version = -1
         self._semantic_lock = threading.Lock()
         self._calibrated: tuple[frozenset[str], bool] | None = None
+        self._calibrated_model = ""
+        self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
+        self._verdicts_policy: ApprovalPolicy | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
-    def rescan(self) -> Snapshot:
-        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot."""
+    def rescan(self, folders: Iterable[str] | None = None) -> Snapshot:
+        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
+
+        With ``folders`` (tool folders an inotify event named), only their
+        TOOL.hdlp files are looked at: the cost is theirs, not the registry's.
+        A folder outside the roots is ignored; the roots themselves are not
+        listed again (a root that goes or comes back needs a full rescan).
+        """
         with self._lock:
             old = self.snapshot
+            if folders is not None:
+                return self._rescan_folders(old, folders)
             files: dict[str, _FileState] = {}
             now_ns = time.time_ns()
             candidates, lost = _candidates(self.roots)
             lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
             for path in candidates:
-                try:
-                    st = os.stat(path)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue  # a plain file, or a folder without TOOL.hdlp: not a tool
-                except OSError as exc:
-                    prev = old._files.get(path)
-                    files[path] = _FileState((0, 0, 0), "", prev.tool if prev else None,
-                                             LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
-                                                       prev.tool.name if prev and prev.tool else ""))
-                    continue
-                key = _stat_key(st)
-                prev = old._files.get(path)
-                # A file written twice within one mtime tick keeps its stat key, so a
-                # recent mtime is not trusted: such files are re-hashed (as git does).
-                # Nor is a file in error: what failed (a permission, a size) may have
-                # been fixed without touching its mtime.
-                trusted = (prev is not None and prev.stat_key == key and prev.error is None
-                           and now_ns - key[0] > _RACY_NS)
-                files[path] = prev if trusted and prev is not None else self._load(path, key, prev)
+                state = self._look(old, path, now_ns)
+                if state is not None:
+                    files[path] = state
             for path, state in old._files.items():
                 if _root_of(path) in lost:  # keep serving what the lost root last held
                     files[path] = state
@@ -259,6 +352,94 @@ class Registry:
             if not unchanged:
                 self.snapshot = self._assemble(old, files, lost_roots)
             return self.snapshot
+
+    def _rescan_folders(self, old: Snapshot, folders: Iterable[str]) -> Snapshot:
+        now_ns = time.time_ns()
+        changed: dict[str, _FileState | None] = {}
+        for folder in folders:
+            folder = os.path.abspath(folder)
+            root, name = os.path.split(folder)
+            if root not in self.roots or name.startswith(".") or root in old.lost_roots:
+                continue
+            path = os.path.join(folder, TOOL_FILE)
+            state = self._look(old, path, now_ns)
+            prev = old._files.get(path)
+            if state is not prev and (state is None or prev is None or state != prev):
+                changed[path] = state
+        if not changed:
+            return old
+        files = dict(old._files)
+        for path, state in changed.items():
+            if state is None:
+                files.pop(path, None)
+            else:
+                files[path] = state
+        fast = self._patched(old, changed)
+        if fast is not None:
+            tools, upsert, remove = fast
+            self.snapshot = self._assemble(old, files, old.lost_roots, (tools, list(old.errors[len(old.lost_roots):]),
+                                                                        upsert, remove))
+        else:
+            self.snapshot = self._assemble(old, files, old.lost_roots)
+        return self.snapshot
+
+    def _patched(self, old: Snapshot, changed: Mapping[str, _FileState | None]
+                 ) -> tuple[dict[str, ToolDef], list[ToolDef], list[str]] | None:
+        """The old tools with these files' changes applied, when nothing else can be affected: no
+        error before or after, no name another file holds, nothing the approvals refuse. Otherwise None
+        (then everything is resolved again, which costs a pass over every file)."""
+        in_error = {e.path for e in old.errors}
+        tools = dict(old.tools)
+        upsert: list[ToolDef] = []
+        remove: list[str] = []
+        for path, state in changed.items():
+            prev = old._files.get(path)
+            if path in in_error or (prev is not None and prev.error is not None):
+                return None
+            if prev is not None and prev.tool is not None:
+                if old.tools.get(prev.tool.name) is not prev.tool:   # a duplicate, or an approved version kept
+                    return None
+                del tools[prev.tool.name]
+                remove.append(prev.tool.name)
+            if state is None:
+                continue
+            tool = state.tool
+            if state.error is not None or tool is None:
+                return None
+            if tool.name in tools or (self.approval is not None and self.approval.unapproved(tool)):
+                return None
+            tools[tool.name] = tool
+            upsert.append(tool)
+        remove = [name for name in remove if name not in tools]
+        return tools, upsert, remove
+
+    def _look(self, old: Snapshot, path: str, now_ns: int) -> _FileState | None:
+        """What is at ``path`` now: its last state if its stat key vouches for it, else read again; None: no file."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # a plain file, or a folder without TOOL.hdlp: not a tool
+        except OSError as exc:
+            prev = old._files.get(path)
+            return _FileState((0, 0, 0), "", prev.tool if prev else None,
+                              LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
+                                        prev.tool.name if prev and prev.tool else ""))
+        key = _stat_key(st)
+        prev = old._files.get(path)
+        # A file written twice within one mtime tick keeps its stat key, so a
+        # recent mtime is not trusted: such files are re-hashed (as git does).
+        # Nor is a file in error: what failed (a permission, a size) may have
+        # been fixed without touching its mtime.
+        trusted = (prev is not None and prev.stat_key == key and prev.error is None
+                   and now_ns - key[0] > _RACY_NS)
+        return prev if trusted and prev is not None else self._load(path, key, prev)
+
+    def _verdicts_for(self, policy: ApprovalPolicy | None) -> dict[int, tuple[ToolDef, tuple[str, ...]]]:
+        """The policy's answers kept from the last resolve; forgotten when the policy is another one."""
+        if policy is not self._verdicts_policy:
+            self._verdicts_policy = policy
+            self._verdicts = {}
+        return self._verdicts
 
     def _lost_root(self, old: Snapshot, root: str, why: str) -> LoadError:
         kept = sorted(s.tool.name for p, s in old._files.items() if _root_of(p) == root and s.tool is not None)
@@ -290,22 +471,31 @@ class Registry:
         return _FileState(key, sha, last_good, err)
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState],
-                  lost_roots: Mapping[str, LoadError] | None = None) -> Snapshot:
-        tools, errors = _resolve(files, self.approval, old.tools)
-        upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
-        remove = [name for name in old.tools if name not in tools]
+                  lost_roots: Mapping[str, LoadError] | None = None,
+                  patched: tuple[dict[str, ToolDef], list[LoadError], list[ToolDef], list[str]] | None = None,
+                  ) -> Snapshot:
+        if patched is not None:
+            tools, errors, upsert, remove = patched
+        else:
+            tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
+            upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
+            remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
+        self._state_version += 1
         if upsert or remove:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
         return snap
 
-    def _first_snapshot(self, files: dict[str, _FileState], analyses: dict[str, bytes]) -> Snapshot:
-        """A snapshot from stored files, its index restored from stored analyses where still fresh."""
-        tools, errors = _resolve(files, self.approval, self.snapshot.tools)
-        stored = [(tool, analyses.get(tool.source_path, b"")) for tool in tools.values()]
+    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes]) -> Snapshot:
+        """A snapshot from stored files, its index restored from stored analyses where still fresh
+        (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
+        tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
+                                 self._verdicts_for(self.approval))
+        stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
+        self._state_version += 1
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
 
     # ------------------------------------------------------------ vectors and calibration
@@ -319,7 +509,7 @@ class Registry:
         round. Returns True if the snapshot changed.
         """
         with self._semantic_lock:
-            changed = False
+            changed = self._attach_embedder()
             emb = self._embedder
             if emb is not None:
                 pending = self.snapshot.index.pending_vectors()
@@ -335,6 +525,7 @@ class Registry:
                         at += k
                     with self._lock:
                         self._swap_index(self.snapshot.index.with_vectors(computed))
+                        self._state_version += 1
                     changed = True
             snap = self.snapshot
             key = (frozenset(snap.tools), snap.index.semantic_ready)
@@ -344,8 +535,33 @@ class Registry:
                     self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
                                                                           fitted.lexical_calibration))
                 self._calibrated = key
+                self._calibrated_model = emb.model_id if key[1] and emb is not None else ""
+                self._state_version += 1   # the state keeps the calibration: a restart need not fit it again
                 changed = True
             return changed
+
+    def _attach_embedder(self) -> bool:
+        """Load the model the loader gives (once) and index the tools with it; True if it loaded.
+
+        Stored analyses keep their vectors while the index has no model, so a
+        restart's vectors serve as soon as the model is in."""
+        loader, self._embedder_loader = self._embedder_loader, None
+        if loader is None:
+            return False
+        emb = loader()
+        if emb is None:
+            log.info("the multilingual model cannot load here: matching stays lexical")
+            return False
+        if self._calibrated_model and self._calibrated_model != emb.model_id:
+            self._calibrated = None   # fitted with another model's vectors
+        with self._lock:
+            index = self.snapshot.index
+            rebuilt = matcher.Index.build(list(index.analyses()), vocabulary=self._vocabulary, embedder=emb)
+            self._embedder = emb
+            self._swap_index(rebuilt.with_calibration(index.calibration, index.lexical_calibration))
+        log.info("multilingual model ready: %d of %d tools have their vectors", len(index) -
+                 len(rebuilt.pending_vectors()), len(index))
+        return True
 
     def _needs_calibration(self, key: tuple[frozenset[str], bool]) -> bool:
         assert self._calibrated is not None
@@ -365,13 +581,49 @@ class Registry:
 
     # ------------------------------------------------------------ persisted state
 
+    @property
+    def state_dirty(self) -> bool:
+        """True when the files or the analyses changed since the state was last saved or loaded."""
+        return self._state_version != self._saved_version
+
     def save_state(self, path: str) -> None:
-        """Write what we know of every file, atomically (a crash never leaves half a state)."""
-        snap = self.snapshot
-        state = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots)
+        """Write what we know of every file, atomically (a crash never leaves half a state).
+
+        Written one file's entry at a time (the wire format of a repeated field
+        is its entries one after the other), so saving 10,000 tools never holds
+        a second copy of the registry in memory.
+        """
+        with self._lock:
+            snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
+                self._calibrated_model
+        head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
+                                       analysis_fingerprint=snap.index.fingerprint)
+        if calibrated is not None:
+            head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
+                                                  snap.index.lexical_calibration)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(head.SerializeToString())
+                for entry in self._stored(snap):
+                    fh.write(_FILES_TAG + _varint(len(entry)) + entry)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._saved_version = version
+
+    @staticmethod
+    def _stored(snap: Snapshot) -> Iterator[bytes]:
+        """Each file's StoredFile, serialized."""
         for fpath, fs in snap._files.items():
-            entry = state.files.add(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
-                                    inode=fs.stat_key[2], sha256=fs.sha256)
+            entry = state_pb2.StoredFile(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
+                                         inode=fs.stat_key[2], sha256=fs.sha256)
             if fs.tool is not None:
                 entry.tool.CopyFrom(fs.tool)
                 if snap.tools.get(fs.tool.name) is fs.tool:  # the copy the index holds, not a duplicate
@@ -382,15 +634,7 @@ class Registry:
                 e = fs.error
                 entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
                                                   serving_previous=e.serving_previous))
-        data = state.SerializeToString()
-        folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            yield entry.SerializeToString()
 
     def load_state(self, path: str) -> bool:
         """Start from a saved state, validated against the files: a file whose stat
@@ -398,11 +642,12 @@ class Registry:
         parsed, a deleted one dropped; the rest is served as saved.
 
         Returns False (and changes nothing) when there is no usable state: missing,
-        unreadable, written by another parser, or for other roots.
+        unreadable, written by another parser, or for other roots. When the
+        files and analyses are as saved, :attr:`state_dirty` is False after it.
         """
         try:
             with open(path, "rb") as fh:
-                state = state_pb2.RegistryState.FromString(fh.read())
+                state = state_pb2.RegistryState.FromString(fh.read())  # the bytes go as soon as they are decoded
         except (OSError, DecodeError) as exc:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("ignoring registry state %s: %s", path, exc)
@@ -415,8 +660,20 @@ class Registry:
         was_on = gc.isenabled()
         gc.disable()
         try:
+            stored_fingerprint = state.analysis_fingerprint
+            fitted = _calibration_from(state.calibration)
             self._seed(state)
+            seeded = self.snapshot
+            del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
+            fresh = stored_fingerprint == seeded.index.fingerprint
+            if self.snapshot is seeded and fresh:
+                self._saved_version = self._state_version   # the file holds exactly this: no need to write it
+            if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)
+                names, ready, model, calibration, lexical = fitted
+                with self._lock:
+                    self._swap_index(self.snapshot.index.with_calibration(calibration, lexical))
+                    self._calibrated, self._calibrated_model = (names, ready), model
             return True
         finally:
             if was_on:
@@ -424,15 +681,20 @@ class Registry:
 
     def _seed(self, state: state_pb2.RegistryState) -> None:
         files: dict[str, _FileState] = {}
-        analyses: dict[str, bytes] = {}
-        for entry in state.files:
-            if entry.analysis:
-                analyses[entry.tool.source_path] = entry.analysis
+        where: dict[str, int] = {}
+        for i, entry in enumerate(state.files):
             error = None
             if entry.HasField("error"):
                 e = entry.error
                 error = LoadError(e.path, e.line, e.column, e.message, e.serving_previous)
-            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256,
-                                           entry.tool if entry.HasField("tool") else None, error)
+            tool = entry.tool if entry.HasField("tool") else None
+            if tool is not None:
+                where[tool.source_path] = i
+            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256, tool, error)
+
+        def analysis(source: str) -> bytes:
+            i = where.get(source)
+            return state.files[i].analysis if i is not None else b""
+
         with self._lock:
-            self.snapshot = self._first_snapshot(files, analyses)
+            self.snapshot = self._first_snapshot(files, analysis)

@@ -161,7 +161,10 @@ class Servicer(pb_grpc.ToolAgentServicer):
     async def ListTools(self, request: pb.ListToolsRequest,
                         context: _Context) -> pb.ListToolsResponse:
         caller = await self._caller(context)
-        return self.agent.list_tools(caller=caller)
+        try:
+            return self.agent.list_tools(caller=caller, page_size=request.page_size, page_token=request.page_token)
+        except LimitExceeded as exc:
+            await _abort(context, exc)
 
     def _checked_params(self, request: pb.CallRequest, caller: Caller, rpc: str) -> dict[str, Any]:
         """The request's params; a request past the limits is audited, then raised (LimitExceeded)."""
@@ -219,12 +222,16 @@ class Sidecar:
                  security: Security | None = None, audit_path: str | None = None,
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
-                 approvals_http: str | None = None, sandbox: Sandbox | None = None) -> None:
+                 approvals_http: str | None = None, sandbox: Sandbox | None = None,
+                 embedder_loader: Any = None) -> None:
+        """``embedder_loader``: a function that loads the model, called in the background
+        after the server answers (matching is lexical until then); or ``embedder``, loaded."""
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
         self.approvals = approvals or (config.approve if config is not None else approval.development())
-        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals)
+        self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
+                                 embedder_loader=embedder_loader)
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
@@ -259,7 +266,7 @@ class Sidecar:
             max_bytes, keep = self.audit_options
             self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
                                         redactor=Redactor(self.config.secrets()))
-        snap = await self.cache.start()
+        snap = await self.cache.start(defer=True)   # watches, state file and vectors once we serve
         for err in snap.errors:
             log.error("%s", err)
         await self._start_approvals()
@@ -293,6 +300,7 @@ class Sidecar:
             log.info("caller policy: %d [callers] table(s)", len(self.config.callers))
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.cache.serving()
         log.info("bitong serving %d tools on %s (watch: %s)", len(snap.tools), self.address, self.cache.mode)
 
     def _add_port(self, server: grpc.aio.Server) -> int:

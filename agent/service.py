@@ -12,6 +12,9 @@ executor from here (seed §3, first rule).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import bisect
 import collections
 import dataclasses
 import difflib
@@ -43,6 +46,11 @@ MAX_TOP_K = 20
 
 INVALID_ARGUMENT = "INVALID_ARGUMENT"
 RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+
+# ListTools: tools in one reply when the request says 0 (500 synthetic tools are ~0.25 MB,
+# far under gRPC's 4 MiB default receive limit, so any client reads a page).
+DEFAULT_PAGE_SIZE = 500
+_TOKEN_PREFIX = "n1."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,14 +280,38 @@ class ToolAgent:
             return None
         return lambda tool: self.policy.allows(caller, tool)
 
-    def list_tools(self, *, caller: Caller | None = None) -> pb.ListToolsResponse:
-        """Every tool and load error; for a ``caller`` under a policy, only its tools and their files' errors."""
+    def list_tools(self, *, caller: Caller | None = None, page_size: int | None = None,
+                   page_token: str = "") -> pb.ListToolsResponse:
+        """Tools in name order and every load error; for a ``caller`` under a policy, only its tools
+        and their files' errors.
+
+        ``page_size`` None: every tool in one reply (in process); 0: :data:`DEFAULT_PAGE_SIZE`.
+        A page starts after the name its token holds, so a walk sees each tool once
+        even if the registry changes in between (a tool added behind it is not seen).
+        Load errors come on the first page only. A bad size or token is LimitExceeded
+        (INVALID_ARGUMENT).
+        """
+        if page_size is not None and page_size < 0:
+            raise LimitExceeded(INVALID_ARGUMENT, f"page_size is {page_size}; give 0 (the default, "
+                                                  f"{DEFAULT_PAGE_SIZE}) or more")
+        after = _page_start(page_token)
         snap = self.registry.snapshot
         allowed = self._allowed(caller)
-        tools = snap.sorted_tools()
-        if allowed is not None:
-            tools = [t for t in tools if allowed(t.name)]
+        names = snap.sorted_names()
+        size = len(names) if page_size is None else (page_size or DEFAULT_PAGE_SIZE)
+        tools: list[pb.ToolDef] = []
+        at = bisect.bisect_right(names, after) if after is not None else 0
+        while at < len(names) and len(tools) < size:
+            name = names[at]
+            at += 1
+            if allowed is None or allowed(name):
+                tools.append(snap.tools[name])
         reply = pb.ListToolsResponse(tools=tools)
+        more = at < len(names) if allowed is None else any(allowed(names[i]) for i in range(at, len(names)))
+        if tools and more:
+            reply.next_page_token = _TOKEN_PREFIX + base64.urlsafe_b64encode(tools[-1].name.encode()).decode()
+        if after is not None:
+            return reply
         for err in snap.errors:
             if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
                 continue
@@ -455,6 +487,22 @@ class ToolAgent:
                  outcome.exit_code, outcome.timed_out, outcome.truncated, outcome.duration_ms,
                  log_text(",".join(sorted(checked.params)), limit=400))
         return result
+
+
+def _page_start(token: str) -> str | None:
+    """The name a page token says the last page ended at; None for the first page."""
+    if not token:
+        return None
+    if token.startswith(_TOKEN_PREFIX):
+        try:
+            name = base64.b64decode(token[len(_TOKEN_PREFIX):], altchars=b"-_", validate=True).decode("utf-8")
+            if name:
+                return name
+        except (binascii.Error, UnicodeError, ValueError):
+            pass
+    shown = log_text(token, limit=40)
+    raise LimitExceeded(INVALID_ARGUMENT, f"page_token '{shown}' is not one this server gave: pass the "
+                                          "next_page_token of the previous ListTools reply, or none for the first page")
 
 
 def _folder(path: str) -> str:

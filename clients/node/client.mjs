@@ -116,6 +116,19 @@ function summary(r) {
   };
 }
 
+// ListTools a page at a time (500 tools by default) until next_page_token is empty; errors come on the first.
+async function listAll(agent) {
+  const first = await unary(agent, "ListTools", {});
+  const tools = [...first.tools];
+  let token = first.next_page_token;
+  while (token) {
+    const page = await unary(agent, "ListTools", { page_token: token });
+    tools.push(...page.tools);
+    token = page.next_page_token;
+  }
+  return { tools, errors: first.errors };
+}
+
 // ------------------------------------------------------------ the script
 
 function checks(agent, health) {
@@ -129,7 +142,7 @@ function checks(agent, health) {
     }],
 
     ["list_tools", async () => {
-      const reply = await unary(agent, "ListTools", {});
+      const reply = await listAll(agent);
       const names = reply.tools.map((t) => t.name);
       expect(names.includes("shell-exec"), "shell-exec among the tools", names);
       const shell = reply.tools.find((t) => t.name === "shell-exec");

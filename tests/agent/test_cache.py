@@ -259,11 +259,11 @@ async def test_a_rescan_that_raises_keeps_the_old_snapshot_and_the_watch_going(
             real = registry.rescan
             calls: list[str] = []
 
-            def rescan_failing_once() -> Snapshot:
+            def rescan_failing_once(*args: object) -> Snapshot:
                 calls.append(threading.current_thread().name)
                 if len(calls) == 1:
                     raise RuntimeError("injected: the first rescan after start fails")
-                return real()
+                return real(*args)  # type: ignore[arg-type]
 
             monkeypatch.setattr(registry, "rescan", rescan_failing_once)
             put(root, "beta")
@@ -304,3 +304,88 @@ async def test_stop_leaves_no_task_and_no_watch(root: Path, mode: str, settle: b
         assert not asyncio.get_running_loop().remove_reader(fd)
     await agent.stop()                   # a second stop is harmless
     assert agent_tasks() == set()
+
+
+# ---------------------------------------------------------------- the state file, and the folder an event names
+
+
+async def test_a_restart_with_nothing_changed_does_not_write_the_state(root: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.pb"
+    for path in root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))   # older than the racy window: trusted by its stat
+    swaps = Swaps()
+    first = CacheAgent(Registry([str(root)]), debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
+                       on_swap=swaps)
+    snap = await first.start(defer=True)
+    assert not state.exists(), "nothing is written before the server answers"
+    first.serving()
+    await swaps.calibrated(snap)
+    await first.stop()          # stop writes what is not written yet (5 s would pass before the agent does)
+    written = state.stat()
+
+    ready = Logged("matching ready")
+    logger = logging.getLogger("bitong.cache")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(ready)
+    try:
+        swaps = Swaps()
+        registry = Registry([str(root)])
+        again = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
+                           on_swap=swaps)
+        await again.start()
+        await asyncio.wait_for(ready.event.wait(), 10)   # the background step that could ask for a save is done
+        assert swaps.seen == [], "the stored calibration serves: nothing fitted again, nothing swapped"
+        await again.stop()
+    finally:
+        logger.removeHandler(ready)
+        logger.setLevel(level)
+    after = state.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns), "rewritten for nothing"
+
+    put(root, "beta")
+    swaps = Swaps()
+    registry = Registry([str(root)])
+    third = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state), on_swap=swaps)
+    await third.start()
+    await third.stop()
+    assert state.stat().st_ino != written.st_ino
+    reloaded = Registry([str(root)])
+    assert reloaded.load_state(str(state)) and {"alpha", "beta"} <= set(reloaded.snapshot.tools)
+
+
+async def test_an_event_rescans_the_folder_it_names_and_nothing_else(root: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = Registry([str(root)])
+    swaps = Swaps()
+    agent = make_agent(registry, "inotify", swaps)
+    async with running(agent, swaps, "inotify"):
+        asked: list[object] = []
+        real = registry.rescan
+
+        def rescan(folders: object = None) -> Snapshot:
+            asked.append(None if folders is None else sorted(folders))  # type: ignore[call-overload]
+            return real(folders)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(registry, "rescan", rescan)
+        put(root, "beta")
+        await swaps.until(registry, lambda s: "beta" in s.tools)
+        put(root, "alpha", intent="a changed alpha")
+        await swaps.until(registry, lambda s: s.tools["alpha"].intent == "a changed alpha")
+        assert None not in asked, "no full rescan: the events said where"
+        assert {str(root / "beta"), str(root / "alpha")} == {f for fs in asked for f in fs}  # type: ignore[attr-defined]
+
+
+async def test_a_tool_folder_moved_out_and_back_is_watched_again(root: Path, tmp_path: Path) -> None:
+    registry = Registry([str(root)])
+    swaps = Swaps()
+    agent = make_agent(registry, "inotify", swaps)
+    async with running(agent, swaps, "inotify"):
+        os.rename(root / "alpha", tmp_path / "alpha")
+        await swaps.until(registry, lambda s: "alpha" not in s.tools)
+        put(tmp_path, "alpha", intent="edited while away")   # no longer ours: nothing to see
+        os.rename(tmp_path / "alpha", root / "alpha")
+        await swaps.until(registry, lambda s: "alpha" in s.tools and s.tools["alpha"].intent == "edited while away")
+        put(root, "alpha", intent="edited back home")   # its watch is set again
+        snap = await swaps.until(registry, lambda s: s.tools["alpha"].intent == "edited back home")
+        assert snap.errors == () and set(snap.tools) == {"alpha"}

@@ -408,3 +408,19 @@ def test_a_person_approves_a_waiting_call_with_bitong_approve(tools_root: Path, 
 def test_approve_without_a_running_server_says_so(tmp_path: Path) -> None:
     out = bitong("approve", "abc", "--admin-socket", str(tmp_path / "none.sock"))
     assert out.returncode == 1 and "no admin socket at" in out.stderr
+
+
+async def test_tools_server_walks_every_page(start_sidecar, write_tool: WriteTool, tmp_path: Path) -> None:
+    """More tools than one default page (500): the client follows next_page_token to the end."""
+    import asyncio
+
+    from agent.service import DEFAULT_PAGE_SIZE
+
+    for i in range(DEFAULT_PAGE_SIZE + 20):
+        write_tool(f"many-{i:04d}")
+    car = await start_sidecar(f"unix:{tmp_path}/many.sock")
+    listed = await asyncio.to_thread(bitong, "tools", "--server", car.address, "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = [t["name"] for t in json.loads(listed.stdout)]
+    assert names == sorted(set(names)) and len(names) == len(car.registry.snapshot.tools)
+    assert sum(n.startswith("many-") for n in names) == DEFAULT_PAGE_SIZE + 20

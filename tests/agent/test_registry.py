@@ -151,6 +151,86 @@ def test_a_state_for_other_roots_or_garbage_is_ignored(tools_root: Path, tmp_pat
     assert not Registry([str(tools_root)]).load_state(str(tmp_path / "missing.pb"))
 
 
+def test_a_state_that_matches_the_files_is_clean_and_a_change_makes_it_dirty(
+        tools_root: Path, write_tool: WriteTool, tmp_path: Path) -> None:
+    """What decides whether a restart writes the state file again."""
+    state = str(tmp_path / "state.pb")
+    for path in tools_root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    first = Registry([str(tools_root)])
+    first.rescan()
+    scanned_dirty = first.state_dirty
+    first.save_state(state)
+    assert scanned_dirty and not first.state_dirty
+
+    again = Registry([str(tools_root)])
+    assert again.load_state(state)
+    assert not again.state_dirty, "nothing changed since the save: nothing to write"
+    assert sorted(again.snapshot.tools) == sorted(first.snapshot.tools)
+    write_tool("newcomer")
+    third = Registry([str(tools_root)])
+    assert third.load_state(state)
+    assert "newcomer" in third.snapshot.tools and third.state_dirty
+
+
+def test_a_restart_keeps_the_calibration_and_a_broken_one_is_fitted_again(tools_root: Path, tmp_path: Path) -> None:
+    from bitong.v1 import state_pb2
+
+    state = str(tmp_path / "state.pb")
+    for path in tools_root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    first = Registry([str(tools_root)])
+    first.rescan()
+    assert first.refresh_semantics()          # fitted: a swap
+    fitted = first.snapshot.index.lexical_calibration
+    first.save_state(state)
+
+    again = Registry([str(tools_root)])
+    assert again.load_state(state)
+    assert again.snapshot.index.lexical_calibration == fitted
+    assert not again.refresh_semantics(), "the stored calibration serves: nothing to fit"
+    assert not again.state_dirty
+
+    stored = state_pb2.RegistryState.FromString(Path(state).read_bytes())
+    stored.calibration = b"\xff not a calibration"
+    Path(state).write_bytes(stored.SerializeToString())
+    broken = Registry([str(tools_root)])
+    assert broken.load_state(state)
+    assert broken.refresh_semantics() and broken.snapshot.index.lexical_calibration == fitted
+    assert broken.state_dirty, "fitted again: the state is written again"
+
+
+def test_a_folder_rescan_looks_at_those_folders_only(tools_root: Path, write_tool: WriteTool, tmp_path: Path) -> None:
+    registry = Registry([str(tools_root)])
+    registry.rescan()
+    write_tool("git-ops", (tools_root / "git-ops" / "TOOL.hdlp").read_text().replace("Git仓库查看", "Git仓库"))
+    write_tool("fresh", intent="show the fresh report")
+    snap = registry.rescan(folders=[str(tools_root / "fresh"), str(tmp_path / "elsewhere" / "x")])
+    assert "fresh" in snap.tools and snap.index.match("show the fresh report").hits[0].name == "fresh"
+    assert snap.tools["git-ops"].display == "Git仓库查看", "a folder no event named is not read"
+    assert registry.rescan(folders=[str(tools_root / "fresh")]) is snap   # nothing new there: same snapshot
+    shutil.rmtree(tools_root / "fresh")
+    gone = registry.rescan(folders=[str(tools_root / "fresh")])
+    assert "fresh" not in gone.tools and "fresh" not in {h.name for h in gone.index.match("fresh report").hits}
+    assert registry.rescan().tools["git-ops"].display == "Git仓库"
+
+
+def test_a_folder_rescan_keeps_the_first_root_winning_a_name(tools_root: Path, tmp_path: Path) -> None:
+    """A tool added by an event to the first root takes its name from the second, as a full scan would."""
+    other = tmp_path / "other"
+    (other / "twin").mkdir(parents=True)
+    (other / "twin" / "TOOL.hdlp").write_text(tool_text("twin", command="echo second"), encoding="utf-8")
+    registry = Registry([str(tools_root), str(other)])
+    assert registry.rescan().tools["twin"].command == "echo second"
+    (tools_root / "twin").mkdir()
+    (tools_root / "twin" / "TOOL.hdlp").write_text(tool_text("twin", command="echo first"), encoding="utf-8")
+    by_event = registry.rescan(folders=[str(tools_root / "twin")])
+    full = Registry([str(tools_root), str(other)]).rescan()
+    assert by_event.tools["twin"].command == full.tools["twin"].command == "echo first"
+    assert [str(e) for e in by_event.errors] == [str(e) for e in full.errors]
+    assert str(other / "twin" / "TOOL.hdlp") in str(by_event.errors[0]) and "already defined" in str(by_event.errors[0])
+
+
 # ------------------------------------------------------- one file never stops the registry
 
 

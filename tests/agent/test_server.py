@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from agent.match import SUGGESTION
 from tests.support import approve, tool_text, writes_to
 from bitong.v1 import agent_pb2 as pb
+from bitong.v1 import agent_pb2_grpc as pb_grpc
 
 WriteTool = Callable[..., Path]
 
@@ -399,3 +400,44 @@ async def test_an_edited_pinned_tool_is_reported_over_grpc_and_its_approved_vers
             assert ran.ok and ran.output == b"reviewed\n"   # the approved version, not the edit
     finally:
         await car.stop(0)
+
+
+# ---------------------------------------------------------------- ListTools pages
+
+
+async def test_list_tools_pages_walk_every_tool_exactly_once(start_sidecar, write_tool: WriteTool,
+                                                             tmp_path: Path) -> None:
+    for i in range(12):
+        write_tool(f"paged-{i:02d}")
+    write_tool("paged-broken", "name: paged-broken\ndisplay: x\nintent: [unclosed\n")
+    car = await start_sidecar(f"unix:{tmp_path}/paged.sock")
+    async with grpc.aio.insecure_channel(car.address) as channel:
+        stub = pb_grpc.ToolAgentStub(channel)
+        whole = await stub.ListTools(pb.ListToolsRequest())   # page_size 0: the default page holds them all
+        assert not whole.next_page_token
+        seen: list[str] = []
+        errors: list[list[str]] = []
+        token = ""
+        while True:
+            page = await stub.ListTools(pb.ListToolsRequest(page_size=5, page_token=token))
+            assert len(page.tools) <= 5
+            seen += [t.name for t in page.tools]
+            errors.append([e.path for e in page.errors])
+            token = page.next_page_token
+            if not token:
+                break
+    assert seen == sorted(t.name for t in whole.tools) and len(seen) == len(set(seen)) > 12
+    assert len(errors) == -(-len(seen) // 5)                      # no empty last page
+    assert any(p.endswith("paged-broken/TOOL.hdlp") for p in errors[0])   # load errors: the first page only
+    assert all(not e for e in errors[1:])
+
+
+async def test_a_page_token_the_server_did_not_give_is_invalid_argument(stub) -> None:
+    for token in ("garbage", "n1.%%%", "n1." + "gA=="):   # not ours; not base64; not UTF-8
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.ListTools(pb.ListToolsRequest(page_token=token))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "next_page_token" in refused.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as negative:
+        await stub.ListTools(pb.ListToolsRequest(page_size=-1))
+    assert negative.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_size" in negative.value.details()

@@ -86,8 +86,8 @@ def test_a_restart_from_state_reuses_the_vectors(tmp_path: Path) -> None:
     restarted = Registry([str(root)], embedder=again)
     assert restarted.load_state(state)
     assert restarted.snapshot.index.semantic_ready and not restarted.snapshot.index.pending_vectors()
-    restarted.refresh_semantics()                   # only the calibration runs again
-    assert again.passages_embedded == 4             # its held-out views; no tool vector is recomputed
+    assert not restarted.refresh_semantics()        # the calibration is stored with the vectors
+    assert again.passages_embedded == 0             # nothing is embedded again: no vector, no held-out view
     hits = restarted.snapshot.index.match("美元兑人民币汇率", 3).hits
     assert hits[0].name == "currency-convert"
 
