@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import socket
 import stat
 from typing import Any, NoReturn
 
@@ -28,6 +27,7 @@ from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
 
 from .humanconfirm import DecisionError, HumanConfirmations, Request
+from .peercred import clear_stale
 
 __all__ = ["ApprovalsServicer", "AdminSocketError", "default_path", "prepare", "bind", "stub", "to_proto"]
 
@@ -100,22 +100,8 @@ def prepare(path: str) -> None:
     if where.st_uid not in (0, os.geteuid()) or (where.st_mode & 0o022 and not where.st_mode & stat.S_ISVTX):
         raise AdminSocketError(errno.EPERM, f"admin socket {path}: its folder {folder} belongs to another user or "
                                             "others may write to it; use a folder only you control")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise AdminSocketError(errno.EEXIST, f"admin socket {path}: a file that is not a socket is in the way")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(path)
-    except OSError:
-        os.unlink(path)   # nobody listens: a socket a stopped server left behind
-        return
-    finally:
-        probe.close()
-    raise AdminSocketError(errno.EADDRINUSE, f"admin socket {path} is in use by another running bitong: "
-                                             "give this one its own with --admin-socket PATH")
+    clear_stale(path, f"admin socket {path}", "(it is in use by another running bitong): give this one its own "
+                "with --admin-socket PATH", AdminSocketError)
 
 
 def bind(server: grpc.aio.Server, path: str) -> None:

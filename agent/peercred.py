@@ -85,7 +85,7 @@ class UnixFront:
 
     async def start(self) -> None:
         """Bind, set the mode, then listen; raises OSError with a sentence for a path in use."""
-        _clear_stale(self.path)
+        clear_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(self.path)
@@ -251,14 +251,16 @@ class _Inner(asyncio.Protocol):
             self.transport.close()
 
 
-def _clear_stale(path: str) -> None:
-    """Remove a socket nobody listens on; refuse a live one or a file that is not a socket."""
+def clear_stale(path: str, what: str = "", in_use: str = "(stop it first, or choose another path)",
+                error: type[OSError] = OSError) -> None:
+    """Remove a socket nobody listens on; refuse a live one, or a file that is not a socket, with ``error``."""
+    what = what or f"cannot listen on unix:{path}"
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise OSError(errno.EEXIST, f"cannot listen on unix:{path}: the path exists and is not a socket")
+        raise error(errno.EEXIST, f"{what}: the path exists and is not a socket")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)
@@ -267,5 +269,4 @@ def _clear_stale(path: str) -> None:
         return
     finally:
         probe.close()
-    raise OSError(errno.EADDRINUSE, f"cannot listen on unix:{path}: another server is listening on it "
-                                    "(stop it first, or choose another path)")
+    raise error(errno.EADDRINUSE, f"{what}: another server is listening on it {in_use}")

@@ -64,16 +64,6 @@ static void say(const char *what, int err) {
     dprintf(2, "bitong-reaper: %s: %s\n", what, strerror(err));
 }
 
-static int write_file(const char *path, const char *text) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = write(fd, text, strlen(text));
-    int err = errno;
-    close(fd);
-    errno = err;
-    return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 /* A new PID namespace for the next child; "pid" or "user+pid", NULL (errno set) if refused. */
 static const char *new_pid_namespace(int extra) {
     if (unshare(CLONE_NEWPID | extra) == 0) return "pid";
@@ -82,11 +72,11 @@ static const char *new_pid_namespace(int extra) {
     gid_t gid = getegid();
     if (unshare(CLONE_NEWUSER | CLONE_NEWPID | extra) != 0) return NULL;
     char map[64];
-    if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT) return NULL;
+    if (sb_write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT) return NULL;
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-    if (write_file("/proc/self/uid_map", map) != 0) return NULL;
+    if (sb_write_file("/proc/self/uid_map", map) != 0) return NULL;
     snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-    if (write_file("/proc/self/gid_map", map) != 0) return NULL;
+    if (sb_write_file("/proc/self/gid_map", map) != 0) return NULL;
     return "user+pid";
 }
 

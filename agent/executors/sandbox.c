@@ -161,10 +161,7 @@ int sandbox_unshare_flags(const struct sandbox *sb) {
     return CLONE_NEWNS | CLONE_NEWIPC | (sb->net_new ? CLONE_NEWNET : 0);
 }
 
-static int write_text(const char *dir, const char *name, long value) {
-    char path[4096], text[32];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(text, sizeof text, "%ld\n", value);
+int sb_write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t n = write(fd, text, strlen(text));
@@ -172,6 +169,13 @@ static int write_text(const char *dir, const char *name, long value) {
     close(fd);
     errno = err;
     return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int write_text(const char *dir, const char *name, long value) {
+    char path[4096], text[32];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(text, sizeof text, "%ld\n", value);
+    return sb_write_file(path, text);
 }
 
 int sandbox_cgroup(const struct sandbox *sb) {

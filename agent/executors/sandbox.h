@@ -59,4 +59,7 @@ int sandbox_probe(void);
 /* --hold-netns: make an empty network namespace and keep it until stdin closes. */
 int sandbox_hold_netns(void);
 
+/* write text to a file (a /proc or cgroup control): 0, or -1 with errno */
+int sb_write_file(const char *path, const char *text);
+
 #endif
