@@ -99,9 +99,36 @@ class build_py_and_reaper(build_py):
 
     def run(self) -> None:
         super().run()
-        targets = [ROOT / REAPER_TARGET] if self.editable_mode else [Path(self.build_lib) / REAPER_TARGET]
-        for target in targets:
-            self.build_reaper(target)
+        root = ROOT if self.editable_mode else Path(self.build_lib)
+        self.build_reaper(root / REAPER_TARGET)
+        self.build_lark_table(root)
+        if self.editable_mode:
+            self.compile_bytecode()
+
+    def build_lark_table(self, root: Path) -> None:
+        """parser/hdlp.lark.cache: the LALR table, so no run pays the ~50 ms of building it (grammar.py).
+
+        Loaded without the parser package's __init__ (it imports protobuf and
+        RE2, which the build environment need not have); lark's key for the
+        file includes the lexer class's dotted name, hence ``parser.grammar``.
+        """
+        import subprocess
+        import sys
+
+        script = ("import sys, types; pkg = types.ModuleType('parser'); pkg.__path__ = [sys.argv[1]]; "
+                  "sys.modules['parser'] = pkg; import parser.grammar as g; g.lark_parser()")
+        done = subprocess.run([sys.executable, "-c", script, str(root / "parser")], capture_output=True, text=True)
+        if done.returncode != 0 or not (root / "parser" / "hdlp.lark.cache").exists():
+            print("warning: parser/hdlp.lark.cache not written (the table is built at first use instead):\n"
+                  f"{done.stderr[-2000:]}", file=sys.stderr)
+
+    def compile_bytecode(self) -> None:
+        """.pyc files for an editable install, as pip writes them for a wheel: a run must not depend on
+        writing them (PYTHONDONTWRITEBYTECODE, a read-only checkout), and compiling agent/ costs ~25 ms."""
+        import compileall
+
+        for package in ("agent", "parser", "bitong"):
+            compileall.compile_dir(str(ROOT / package), quiet=2)
 
     def build_reaper(self, target: Path) -> None:
         import shutil

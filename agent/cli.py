@@ -8,22 +8,24 @@ through a running sidecar, exactly as any other client would.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
-
-import bitong
-import parser as hdlp
-from bitong.v1 import agent_pb2 as pb
+from .lazy import lazy_module
 
 if TYPE_CHECKING:
+    import parser as hdlp
+    from bitong.v1 import agent_pb2 as pb
+
     from .service import ToolAgent
+else:
+    # Loaded at first use: `bitong --version` and `--help` need neither protobuf nor the parser, and
+    # `--server` commands never load the parser (lark), the matcher or the model.
+    hdlp = lazy_module("parser")
+    pb = lazy_module("bitong.v1.agent_pb2")
 
 __all__ = ["main"]
 
@@ -32,10 +34,12 @@ EXIT_USAGE = 2
 
 
 def _version() -> str:
-    from .match import _backend
+    from .lazy import twin
+
+    import bitong
 
     # parser= stays last: scripts read the parser backend off the end of the line
-    return f"bitong {bitong.__version__} matcher={_backend.BACKEND} parser={hdlp.BACKEND}"
+    return f"bitong {bitong.__version__} matcher={twin('agent.match', '_lexical')} parser={twin('parser', '_speedups')}"
 
 
 class _VersionAction(argparse.Action):
@@ -230,6 +234,8 @@ def _rpc_error(exc: Exception) -> int:
 
 
 def _to_json(message: Any) -> dict[str, Any]:
+    from google.protobuf import json_format
+
     return json_format.MessageToDict(message, preserving_proto_field_name=True,
                                      always_print_fields_with_no_presence=True)
 
@@ -252,17 +258,20 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str,
 
 
 def cmd_match(args: argparse.Namespace) -> int:
-    from .service import LimitExceeded
+    if args.server:
+        import grpc
 
-    import grpc
+        try:
+            return _match(args)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
+    from .service import LimitExceeded   # in process only: --server never loads the service (nor the matcher)
 
     try:
         return _match(args)
     except LimitExceeded as exc:  # the intent itself is refused, as the server answers INVALID_ARGUMENT
         print(f"bitong: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
-    except grpc.RpcError as exc:
-        return _rpc_error(exc)
 
 
 def _match(args: argparse.Namespace) -> int:
@@ -393,6 +402,8 @@ def _run(coro: Any) -> Any:
 
         return uvloop.run(coro)
     except ImportError:  # pragma: no cover - uvloop is a dependency; this keeps odd platforms working
+        import asyncio
+
         return asyncio.run(coro)
 
 
@@ -579,6 +590,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _sandbox(args)
     config = _config(args)
     if config is None:
+        import logging
+
         logging.getLogger("bitong.approvals").warning(
             "no --config: the development approvals apply (%s may serve); a config file approves only the tools "
             "its [approve] lists", ", ".join(_development_tools()))
@@ -612,6 +625,8 @@ def _admin_socket(args: argparse.Namespace) -> str | None:
     try:
         admin.prepare(path)
     except admin.AdminSocketError as exc:
+        import logging
+
         logging.getLogger("bitong.admin").warning("%s; this server takes no approvals", exc)
         return None
     return path
@@ -868,7 +883,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)   # --help and --version exit here, before logging is imported
+    import logging
+
     level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)

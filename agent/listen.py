@@ -17,10 +17,8 @@ anything binds:
 
 from __future__ import annotations
 
-import dataclasses
-import ipaddress
 import os
-import socket
+from typing import NamedTuple
 
 __all__ = ["DEFAULT_LISTEN", "ListenError", "Security", "check", "grpc_address", "is_loopback", "host_of"]
 
@@ -31,9 +29,11 @@ class ListenError(ValueError):
     """The listener cannot start as configured; ``str()`` says what to add or change."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Security:
-    """The transport options of ``bitong serve``: TLS files and the unix socket's mode."""
+class Security(NamedTuple):
+    """The transport options of ``bitong serve``: TLS files and the unix socket's mode.
+
+    (A NamedTuple, and ipaddress/socket imported where used: ``bitong --help``
+    imports this module and must start as fast as ``python -c pass``.)"""
 
     tls_cert: str = ""
     tls_key: str = ""
@@ -60,6 +60,9 @@ def host_of(listen: str) -> str:
 
 def is_loopback(listen: str) -> bool:
     """True when every address the listen host names is a loopback address (an unresolvable name is not)."""
+    import ipaddress
+    import socket
+
     host = host_of(listen)
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -10,6 +10,7 @@ worded here, once, for both.
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Iterator
@@ -25,6 +26,7 @@ from .nodes import Rules
 __all__ = ["GRAMMAR_PATH", "lark_parser", "lalr_program", "parse_tokens", "syntax_error"]
 
 GRAMMAR_PATH = Path(__file__).with_name("hdlp.lark")
+CACHE_PATH = GRAMMAR_PATH.with_name("hdlp.lark.cache")
 
 # How each terminal is named in messages, in the order they are listed.
 _WORDS = {
@@ -61,9 +63,18 @@ class _Feed:
 
 @functools.cache
 def lark_parser() -> Lark:
-    """The LALR parser built from hdlp.lark, with the rule callbacks applied while parsing."""
+    """The LALR parser built from hdlp.lark, with the rule callbacks applied while parsing.
+
+    Building the LALR table costs ~50 ms, loading it ~3 ms, so the table is
+    kept in ``hdlp.lark.cache`` beside the grammar (lark's own ``cache=``:
+    keyed by the grammar's text, the options, lark's and Python's versions,
+    so an edited grammar is rebuilt, never served stale). The build writes
+    it (setup.py); where it is missing and the folder is read-only, the
+    table is built in memory each time, as before.
+    """
+    cache = str(CACHE_PATH) if CACHE_PATH.exists() or os.access(CACHE_PATH.parent, os.W_OK) else False
     return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr",
-                lexer=_ExternalLexer, transformer=Rules(), start="start")
+                lexer=_ExternalLexer, transformer=Rules(), start="start", cache=cache)
 
 
 def _rule_shape(rule: Any, placeholders: bool) -> tuple[Any, ...]:
