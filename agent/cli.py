@@ -173,8 +173,12 @@ class _Remote:
 
         from bitong.v1 import agent_pb2_grpc as pb_grpc
 
-        from .listen import grpc_address
+        from .listen import ListenError, grpc_address, parse
 
+        try:
+            parse(args.server)
+        except ListenError as exc:
+            raise SystemExit(f"bitong: {str(exc).replace('--listen', '--server', 1)}") from None
         ca = _option(args, "tls_ca", "BITONG_TLS_CA")
         cert = _option(args, "tls_cert", "BITONG_TLS_CERT")
         key = _option(args, "tls_key", "BITONG_TLS_KEY")
@@ -222,12 +226,18 @@ def _token(args: argparse.Namespace) -> str:
     return os.environ.get("BITONG_TOKEN", "").strip()
 
 
-def _rpc_error(exc: Exception) -> int:
-    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2."""
+def _rpc_error(exc: Exception, server: str = "") -> int:
+    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2;
+    a sidecar that cannot be reached as one line that says where it was looked for and what to try."""
     import grpc
 
     if isinstance(exc, grpc.RpcError):
         code = exc.code()
+        if code == grpc.StatusCode.UNAVAILABLE and server:
+            detail = (exc.details() or "").rsplit(": ", 1)[-1].strip(" ]") or "unavailable"
+            print(f"bitong: cannot reach a bitong sidecar at {server} ({detail}): is `bitong serve` running and "
+                  f"listening there? --server takes host:port or unix:/path", file=sys.stderr)
+            return EXIT_FAILED
         print(f"bitong: {code.name if code else 'error'}: {exc.details()}", file=sys.stderr)
         return EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILED
     raise exc
@@ -264,7 +274,7 @@ def cmd_match(args: argparse.Namespace) -> int:
         try:
             return _match(args)
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
     from .service import LimitExceeded   # in process only: --server never loads the service (nor the matcher)
 
     try:
@@ -355,6 +365,13 @@ def _print_result(result: pb.CallResult, as_json: bool) -> int:
     return result.exit_code if 0 < result.exit_code < 256 else EXIT_FAILED
 
 
+def _write(stream: int, data: bytes) -> None:
+    """One chunk of a streamed call, to our stdout or stderr as the tool wrote it."""
+    out = sys.stderr.buffer if stream == 2 else sys.stdout.buffer   # OutputChunk.STDERR
+    out.write(data)
+    out.flush()
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     params = _call_params(args.params)
     if args.server:
@@ -368,24 +385,36 @@ def cmd_call(args: argparse.Namespace) -> int:
             struct = struct_pb2.Struct()
             struct.update(params)
             request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
-            reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
-            return reply
+            if not args.stream:
+                reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
+                return reply
+            final = pb.CallResult()
+            for event in remote.stub.StreamCall(request, timeout=args.timeout, metadata=remote.metadata):
+                if event.HasField("chunk"):
+                    _write(event.chunk.stream, event.chunk.data)
+                else:
+                    final = event.result
+            return final
 
         try:
             result = send(args.confirm or "")
             if result.needs_confirmation and args.yes and result.confirm_token:
                 result = send(result.confirm_token)
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
         return _print_result(result, args.json)
 
     from .service import LimitExceeded
 
+    async def sink(stream: int, data: bytes) -> None:
+        _write(stream, data)
+
     async def local() -> pb.CallResult:
         agent = _local_agent(args)
-        result = await agent.call(args.tool, params, confirm_token=args.confirm or "")
+        chunks = sink if args.stream else None
+        result = await agent.call(args.tool, params, confirm_token=args.confirm or "", sink=chunks)
         if result.needs_confirmation and args.yes and result.confirm_token:
-            result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
+            result = await agent.call(args.tool, params, confirm_token=result.confirm_token, sink=chunks)
         return result
 
     try:
@@ -425,7 +454,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
                 if not token:
                     break
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
     else:
         reply = _local_agent(args).list_tools()
     if args.json:
@@ -437,6 +466,52 @@ def cmd_tools(args: argparse.Namespace) -> int:
         for err in reply.errors:
             where = f"{err.path}:{err.line}:{err.column}" if err.line else err.path  # a tools root has no line
             print(f"error: {where}: {err.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One tool as a page: from the sidecar (--server) or the tools roots."""
+    from .toolpage import render
+
+    if args.server:
+        import grpc
+
+        remote = _Remote(args)
+        token = ""
+        try:
+            while True:
+                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
+                tool = next((t for t in page.tools if t.name == args.tool), None)
+                token = page.next_page_token
+                if tool is not None or not token:
+                    break
+        except grpc.RpcError as exc:
+            return _rpc_error(exc, args.server)
+    else:
+        tool = next((t for t in _local_agent(args).list_tools().tools if t.name == args.tool), None)
+    if tool is None:
+        print(f"bitong: no tool named {args.tool!r} (bitong tools lists them)", file=sys.stderr)
+        return EXIT_FAILED
+    print(render(tool))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import ScaffoldError, create
+
+    try:
+        written = create(args.name, args.executor, args.dir)
+    except (ScaffoldError, OSError) as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(f"wrote {path}")
+    folder = os.path.dirname(written[0])
+    print(f"next: replace each TODO, then `bitong lint {folder}`; serve it with "
+          f"`bitong serve --tools {os.path.dirname(folder) or '.'}`")
+    if args.executor == "http":
+        print(f"it declares network: a server serves it once its --config approves it ([approve] tools = "
+              f"[\"{args.name}\"]; see `bitong audit {folder}`)")
     return 0
 
 
@@ -475,6 +550,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     With --audit, a tool declaring a sensitive permission the approvals in
     force (--config, or the development default) do not grant is an error too.
     """
+    from .lint import problems as runnable
+
     policy = _approvals(args) if args.audit else None
     failed = 0
     checked = 0
@@ -491,9 +568,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 print(exc)
                 failed += 1
                 continue
+            found = runnable(tool)   # what would fail at the first call: handler.py, methods, commands
+            for problem in found:
+                print(problem)
+            failed += bool(found)
             if policy is not None and policy.unapproved(tool):
                 print(f"{path}: unapproved {', '.join(policy.unapproved(tool))}: {policy.refusal(tool)}")
-                failed += 1
+                failed += not found
     print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
     return EXIT_FAILED if failed else 0
 
@@ -573,7 +654,13 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .listen import ListenError, Security
+    from .listen import ListenError, Security, parse
+
+    try:
+        parse(args.listen)   # before anything loads: a wrong address is a usage error, said at once
+    except ListenError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     from .peercred import parse_mode
     from .server import serve
 
@@ -601,8 +688,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
                    admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))
-    except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
+    except ListenError as exc:
         print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:   # the listener (or the audit file) cannot start as asked: the OS's reason, no errno
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"bitong: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     return 0
 
@@ -841,6 +932,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm", metavar="TOKEN", help="the confirm_token of an earlier call (with --server)")
     p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
+    p.add_argument("--stream", action="store_true",
+                   help="print the output as the tool writes it (StreamCall), not when it ends; no output cap")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
@@ -848,6 +941,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
     client(p)
     p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("show", parents=[common], help="one tool as a readable page: what, params, permissions, "
+                                                       "examples")
+    roots(p)
+    p.add_argument("tool", metavar="TOOL")
+    client(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("init", parents=[common], help="scaffold a new tool folder that passes lint")
+    p.add_argument("name", metavar="NAME", help="the tool's name (and its folder's)")
+    p.add_argument("--executor", choices=("shell", "python", "http"), default="shell",
+                   help="how it runs (default shell); python also writes handler.py")
+    p.add_argument("--dir", default=".", metavar="DIR", help="the tools root to make it in (default .)")
+    p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
