@@ -286,13 +286,15 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
+    # A person reading found=false is told why (the near misses and what was missing), --explain or not.
+    explain = args.explain or (not args.json and args.query != "-")
     if args.server:
         remote = _Remote(args)
         ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
-                                                          explain=args.explain), metadata=remote.metadata)
+                                                          explain=explain), metadata=remote.metadata)
     else:
         agent = _local_agent(args, matching=True)
-        ask = lambda q: agent.match(q, args.top_k, explain=args.explain)  # noqa: E731
+        ask = lambda q: agent.match(q, args.top_k, explain=explain)  # noqa: E731
     if args.query == "-":
         for raw in sys.stdin:
             query = raw.rstrip("\r\n")
@@ -306,14 +308,14 @@ def _match(args: argparse.Namespace) -> int:
         return 0 if reply.found else EXIT_FAILED
     if not reply.found:
         print(f"found: false  suggestion: {reply.suggestion}")
-    shown = list(reply.candidates) or (list(reply.near_misses) if args.explain else [])
+    shown = list(reply.candidates) or list(reply.near_misses)
     for rank, c in enumerate(shown, 1):
         mark = "" if reply.found else "  (under the threshold)"
         line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}{mark}"
         if args.explain:
             line += f"\n   matched: {', '.join(c.matched_terms) or '-'}"
         print(line)
-    if args.explain and reply.explanation:
+    if reply.explanation and (args.explain or not reply.found):
         print(f"why: {reply.explanation}")
     return 0 if reply.found else EXIT_FAILED
 
@@ -986,7 +988,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the lines as stored (JSON lines)")
     p.add_argument("--no-rotated", action="store_true", help="read FILE only, not FILE.1 ... FILE.N")
     p.set_defaults(func=cmd_audit_log)
+    for action in sub._choices_actions:   # each subcommand's own --help: its one line, defaults, an example
+        command = sub.choices[action.dest]
+        command.description = action.help
+        command.formatter_class = _HelpFormatter
+        command.epilog = "example:\n" + "\n".join(f"  {line}" for line in _EXAMPLES.get(action.dest, ()))
+    top.formatter_class = _HelpFormatter
+    top.epilog = "run `bitong COMMAND --help` for a command's options and an example"
     return top
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option with its default (unless its help already says it), the example kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings
+                or isinstance(default, list)):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "serve": ("bitong serve --tools ./tools --listen unix:/run/bitong.sock --state /var/lib/bitong/state.pb",),
+    "approve": ("bitong approve 7f3a9c --reason 'checked the diff'",),
+    "deny": ("bitong deny 7f3a9c --reason 'not on a Friday'",),
+    "pending": ("bitong pending --json",),
+    "match": ("bitong match '看看 /var/log 占了多少空间' --explain",
+              "bitong match 'show disk usage' --server unix:/run/bitong.sock --json"),
+    "call": ("bitong call shell-exec cmd='df -h /' --server 127.0.0.1:50151",
+             "bitong call file-stats path=/var/log recursive:=true --stream"),
+    "tools": ("bitong tools --server unix:/run/bitong.sock --json",),
+    "show": ("bitong show file-stats",),
+    "init": ("bitong init disk-report --executor python --dir ./tools",),
+    "lint": ("bitong lint ./tools",),
+    "audit": ("bitong audit ./tools --config prod.toml",),
+    "eval": ("bitong eval --tools ./tools my-phrasings.tsv -q",),
+    "audit-log": ("bitong audit-log /var/log/bitong/audit.jsonl --tool 'file-*' --since 2h",),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
