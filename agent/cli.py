@@ -113,8 +113,9 @@ def _config(args: argparse.Namespace) -> Any:
 def _sandbox(args: argparse.Namespace) -> None:
     """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason.
     The server's own files (its config, its state file, its unix socket) are hidden from every tool."""
-    from .executors import sandbox
+    from .executors import sandbox, shell
 
+    shell.set_state_dir(getattr(args, "state_dir", None))
     try:
         listen = str(getattr(args, "listen", "") or "")
         own = [getattr(args, "config", None), getattr(args, "state", None), getattr(args, "audit", None),
@@ -866,6 +867,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="the calibrated score below which Match says found=false (default 0.5)")
         p.add_argument("--config", metavar="FILE",
                        help="the TOML config: endpoints, where tokens come from, defaults (see README)")
+        p.add_argument("--state-dir", metavar="DIR", default=None,
+                       help="where tools installed in site-packages keep their runtime/ files (default: "
+                            "$STATE_DIRECTORY, $XDG_STATE_HOME/bitong, ~/.local/state/bitong; root: /var/lib/bitong)")
 
     p = sub.add_parser("serve", parents=[common], help="run the gRPC sidecar")
     roots(p)
