@@ -50,6 +50,7 @@ import os
 import site
 import sys
 import tempfile
+import time
 from typing import Any
 from collections.abc import Mapping
 
@@ -63,6 +64,7 @@ from .base import STDERR, Outcome, Sink
 from . import sandbox as sandboxes
 from .reaper import Containment
 from .sandbox import Sandbox
+from .zygote import Zygotes
 from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process, secret_env
 
 __all__ = ["PythonExecutor", "HANDLER_FILE"]
@@ -91,6 +93,11 @@ class PythonExecutor:
         self.containment = reaper.containment() if containment is None else containment
         self.sandbox = sandboxes.current() if sandbox is None else sandbox
         self.secrets = secrets or {}
+        # A zygote runs the server's own interpreter with -S (another interpreter keeps its own site setup,
+        # and its start-up cost is its own), and needs the PID namespace its warden's kills rely on.
+        self.zygotes: Zygotes | None = None
+        if own and self.containment.namespaced and settings.zygote:
+            self.zygotes = Zygotes(limit=settings.zygotes, idle_s=settings.zygote_idle_s)
         # What the interpreter reads to start (its prefix, the agent package, site-packages): readable even
         # for a tool whose fs_read_paths would hide them.
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if own else set()
@@ -100,6 +107,7 @@ class PythonExecutor:
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
         """One call in a fresh worker; see the module docstring and base.py."""
+        started = time.monotonic()
         src = tool.source_path
         if not src or src.startswith("<"):
             return Outcome(ok=False, exit_code=EXIT_CANNOT_RUN,
@@ -121,9 +129,11 @@ class PythonExecutor:
         tail = _Tail(sink) if sink is not None else None
         fd = _payload_fd(payload)
         try:
-            outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
-                                        stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
-                                        readable=self.readable)
+            outcome = await self._in_zygote(tool, fd, env, deadline, tail, started)
+            if outcome is None:
+                outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
+                                            stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
+                                            readable=self.readable, started=started)
         finally:
             os.close(fd)
         outcome.argv = tuple(self.argv)
@@ -132,6 +142,26 @@ class PythonExecutor:
         else:
             cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
             _explain(outcome, outcome.stderr, len(outcome.stderr) < cap, tool.method)
+        return outcome
+
+
+    async def _in_zygote(self, tool: ToolDef, fd: int, env: dict[str, str], deadline: float, sink: Sink | None,
+                         started: float) -> Outcome | None:
+        """The call forked by the profile's zygote; None where the one-shot worker must run it."""
+        if self.zygotes is None or deadline <= started:
+            return None
+        jail = self.sandbox
+        options: list[str] | None = None
+        if jail.active:
+            if tool.constraints.max_procs and jail.pids_root:
+                return None   # max_procs is a pids cgroup of the call's own, made by _reaper per call
+            options = jail.options(tool, self.argv, read=self.readable)
+        outcome = await self.zygotes.call(tool, self.argv, fd, env=env, deadline=deadline, sink=sink,
+                                          started=started, box=self.containment, options=options,
+                                          pass_fds=jail.pass_fds if options is not None else ())
+        if outcome is not None:
+            outcome.argv = tuple(self.argv)
+            outcome.sandboxed = options is not None
         return outcome
 
 
