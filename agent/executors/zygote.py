@@ -86,14 +86,17 @@ class _Zygote:
             for line in err:
                 log.warning("python zygote for %s: %s", self.folder, line.decode("utf-8", "replace").rstrip())
         self.proc.wait()
-        self.alive = False
+        with self.lock:
+            self.alive = False
+            if self.inflight == 0:   # else the last call's end closes it: no send is ever racing a close
+                self._close()
 
     def send(self, fds: Sequence[int]) -> bool:
         """Hand one call to the zygote; False when it is gone (nothing was sent)."""
         try:
             socket.send_fds(self.ctl, [b"C"], list(fds))
             return True
-        except OSError:   # EPIPE, ECONNRESET, or a full queue (a stuck zygote): start another
+        except OSError:   # EPIPE, ECONNRESET, closed, or a full queue (a stuck zygote): start another
             self.alive = False
             return False
 
@@ -107,7 +110,7 @@ class _Zygote:
     def done_one(self) -> None:
         with self.lock:
             self.inflight -= 1
-            if self.retiring and self.inflight == 0:
+            if (self.retiring or not self.alive) and self.inflight == 0:
                 self._close()
 
     def _close(self) -> None:
@@ -166,6 +169,7 @@ class Zygotes:
                 return zygote
             if zygote is not None:
                 del self._ready[key]
+                zygote.retire()
             if key in self._failed:
                 return None
             future = self._starting.get(key)
