@@ -23,7 +23,8 @@ for the warden that kills whatever a call leaves behind).
   straight into the server's pipes, read by the same loop code as a shell
   tool's (shell._Run); the socketpair says "started", then the exit code
   once nothing of the call is left. The deadline and cancellation send
-  ``K`` on it: the warden SIGKILLs the handler and everything beneath it.
+  ``K`` on it: the zygote SIGKILLs the call's process, then everything it
+  left (zygote_main.py says how nothing escapes).
 * A zygote that died (or exited idle) is found at the next call: the send
   fails, or the call's socket closes before "started". Then a new one is
   started and the call retried, once, since nothing of it ran. A call

@@ -15,37 +15,34 @@ stderr pipes (so the handler writes straight into the server's pipes), and
 one end of the call's own socketpair. EOF on CTLFD, or IDLE_S seconds with
 no call in flight, and the zygote exits.
 
-Per call, two processes::
-
-    zygote ── W  the call's warden: PR_SET_CHILD_SUBREAPER, so everything
-               │  the handler starts (double forks, setsid daemons) stays
-               │  beneath it; sends ``S`` on the call's socket once C exists
-               └─ C  the handler (handler_worker.main), fds 0/1/2 the call's;
-                     in a Landlock domain of its own where the kernel has
-                     scopes (ABI 6): it cannot signal W, the zygote or
-                     another call, nor ptrace them
-
-W waits for C's exit or for ``K`` (or EOF) on the call's socket (the
-server's deadline or cancellation: C is SIGKILLed), then kills and reaps
-every process left beneath it, and only then sends ``X`` and C's exit code
-(signed 32 bits, negative for a signal, as Popen reports it) and exits. So
-"the server read X" means "nothing of the call is left", as "_reaper
-exited" does on the one-shot path. The zygote is a subreaper too: a
-process orphaned by a W that died is killed when the zygote sees that W go.
+Per call, one child, C: a session of its own, a child subreaper (what its
+processes orphan, double forks and setsid daemons included, stays beneath
+it while it runs), fds 0/1/2 the call's and no other fd of the zygote's,
+and, where the kernel has Landlock scopes (ABI 6), a Landlock domain of its
+own: it cannot signal or ptrace the zygote or another call. It runs
+handler_worker.main. The zygote sends ``S`` on the call's socket once C
+exists; ``K`` (or EOF) there from the server (its deadline, cancellation)
+and C is SIGKILLed. The zygote is a subreaper too: when C ends, whatever C
+left comes to the zygote, which SIGKILLs every child that is not a running
+call and reaps it, and only once none is left sends ``X`` and C's exit code
+(signed 32 bits, negative for a signal, as Popen reports it). So "the
+server read X" means "nothing of the call is left", as "_reaper exited"
+does on the one-shot path.
 """
 
 import ctypes
+import gc
 # What a handler call needs, imported once here instead of in every child (json alone costs a fresh
 # interpreter ~19 ms, traceback a failing call a few more). Each child still starts from this same state.
-import json  # noqa: F401
+import json
 import os
 import select
 import signal
 import socket
 import struct
 import sys
-import traceback  # noqa: F401
-import types  # noqa: F401
+import traceback
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import handler_worker as worker  # type: ignore[import-not-found]  # stdlib only; not left on sys.path
@@ -59,6 +56,7 @@ _SYS_LANDLOCK_RESTRICT_SELF = 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _SCOPES = 0x1 | 0x2                  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL
 _STATUS = struct.Struct("=i")
+_MAX_FD = 1 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -101,11 +99,8 @@ class _Children:
         self.same_ns = os.readlink("/proc/self") == str(os.getpid())
 
     def __call__(self) -> list[int]:
-        try:
-            with open(self.path, "rb") as fh:
-                listed = [int(p) for p in fh.read().split()]
-        except OSError:
-            return []
+        with open(self.path, "rb") as fh:
+            listed = [int(p) for p in fh.read().split()]
         if self.same_ns:
             return listed
         out = []
@@ -121,36 +116,23 @@ class _Children:
         return out
 
 
-def _kill_all(children: _Children) -> None:
-    """SIGKILL every process beneath this one and reap them: orphans come to us (subreaper), so when we
-    have no child left, nothing of the call is left."""
-    while True:
-        for pid in children():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-
-
 def _handler(fds: list[int], scoped: bool) -> None:
     """C: become the call's process and run the worker; never returns."""
-    stdin, out, err = fds
-    os.dup2(stdin, 0)
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    for fd in fds:
-        os.close(fd)
-    code = worker.EXIT_UNUSABLE
+    code = 1
     try:
+        os.setsid()
+        _subreaper()
+        stdin, out, err = fds
+        os.dup2(stdin, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.closerange(3, _MAX_FD)   # the zygote's sockets, other calls' sockets: none of them is this call's
         if scoped:
             _own_domain()
         code = worker.main()
-    finally:
-        _exit(code)
+    except BaseException:
+        traceback.print_exc()
+    _exit(code)
 
 
 def _exit(code: int) -> None:
@@ -172,49 +154,22 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def _warden(fds: list[int], scoped: bool) -> None:
-    """W: run one call in C, wait for its end or the server's kill, leave nothing behind; never returns."""
-    code = 0
-    try:
-        call = socket.socket(fileno=fds[3])
-        _subreaper()
-        children = _Children()
-        pid = os.fork()
-        if pid == 0:
-            call.close()
-            _handler(fds[:3], scoped)
-        for fd in fds[:3]:
-            os.close(fd)
-        call.send(b"S")
-        pidfd = os.pidfd_open(pid)
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        poller.register(call.fileno(), select.POLLIN)
-        done = False
-        while not done:
-            for fd, _ in poller.poll():
-                if fd == pidfd:
-                    done = True
-                else:  # K, or the server went away: stop the call
-                    try:
-                        call.recv(16)
-                    except OSError:
-                        pass
-                    os.kill(pid, signal.SIGKILL)
-                    poller.unregister(call.fileno())
-        _, status = os.waitpid(pid, 0)
-        _kill_all(children)
-        try:
-            call.send(b"X" + _STATUS.pack(os.waitstatus_to_exitcode(status)))
-        except OSError:
-            pass
-    except BaseException as exc:  # a warden that fails says why on the zygote's stderr
-        code = 1
-        try:
-            os.write(2, f"bitong-zygote: call warden failed: {exc!r}\n".encode())
-        except OSError:
-            pass
-    os._exit(code)
+def _warm() -> None:
+    """Do once here what every call does first (the compiler's and json's first use cost ~3 ms a child)."""
+    source = b"def run(a, b=1, *, c=2):\n    return {'ok': [a, b, c], 'text': '\\u00e9'}\n"
+    module = types.ModuleType("handler")
+    exec(compile(source, "<warm>", "exec"), module.__dict__)
+    params = json.loads('{"a": 1, "c": "x\\u00e9"}')
+    worker._signature_problem(module.run, params, "run")
+    json.dumps(module.run(**params), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+class _Call:
+    __slots__ = ("sock", "code")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.code: int | None = None
 
 
 def main() -> int:
@@ -226,63 +181,103 @@ def main() -> int:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda _sig, _frame: None)
-    wardens: set[int] = set()
+    running: dict[int, _Call] = {}      # C's pid -> its call
+    by_fd: dict[int, int] = {}          # a call socket's fd -> C's pid
+    ended: list[_Call] = []             # C exited; reported once nothing of any ended call is left
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+    _warm()
+    gc.collect()
+    gc.freeze()   # what the zygote holds stays out of the children's collections (fewer copied pages)
     sys.stderr.flush()
     ctl.send(b"R")
     while True:
-        events = poller.poll(None if wardens else idle_s * 1000)
-        if not events and not wardens:
+        events = poller.poll(None if running or ended else idle_s * 1000)
+        if not events and not running and not ended:
             return 0  # idle: the server starts another when it needs one
         for fd, _ in events:
             if fd == wake_r:
-                while True:
-                    try:
-                        if not os.read(wake_r, 512):
-                            break
-                    except BlockingIOError:
-                        break
-                gone = False
-                while True:
-                    try:
-                        pid, _ = os.waitpid(-1, os.WNOHANG)
-                    except ChildProcessError:
-                        break
-                    if not pid:
-                        break
-                    wardens.discard(pid)
-                    gone = True
-                if gone:  # what a dead warden left came to us: it belongs to no call any more
-                    for pid in children():
-                        if pid not in wardens:
-                            try:
-                                os.kill(pid, signal.SIGKILL)
-                            except ProcessLookupError:
-                                pass
-                continue
-            try:
-                msg, fds, _, _ = socket.recv_fds(ctl, 16, 4)
-            except InterruptedError:
-                continue
-            if not msg:
-                return 0  # the server closed its end
-            if msg != b"C" or len(fds) != 4:
-                for extra in fds:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            elif fd == ctl.fileno():
+                try:
+                    msg, fds, _, _ = socket.recv_fds(ctl, 16, 4)
+                except InterruptedError:
+                    continue
+                if not msg:
+                    return 0  # the server closed its end
+                if msg != b"C" or len(fds) != 4:
+                    for extra in fds:
+                        os.close(extra)
+                    continue
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    _handler(fds[:3], scoped)
+                for extra in fds[:3]:
                     os.close(extra)
-                continue
-            pid = os.fork()
-            if pid == 0:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                os.close(wake_r)
-                os.close(wake_w)
-                ctl.close()
-                _warden(fds, scoped)
-            wardens.add(pid)
-            for extra in fds:
-                os.close(extra)
+                sock = socket.socket(fileno=fds[3])
+                sock.setblocking(False)
+                running[pid] = _Call(sock)
+                by_fd[fds[3]] = pid
+                poller.register(fds[3], select.POLLIN)
+                try:
+                    sock.send(b"S")
+                except OSError:
+                    pass
+            else:  # K, or the server went away: stop that call
+                pid = by_fd.pop(fd)
+                poller.unregister(fd)
+                os.kill(pid, signal.SIGKILL)
+        _reap(running, by_fd, ended, poller)
+        if ended:
+            _sweep(running, ended, children)
+
+
+def _reap(running: dict[int, _Call], by_fd: dict[int, int], ended: list[_Call], poller: select.poll) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        call = running.pop(pid, None)
+        if call is not None:
+            call.code = os.waitstatus_to_exitcode(status)
+            ended.append(call)
+            fd = call.sock.fileno()
+            if by_fd.pop(fd, None) is not None:
+                poller.unregister(fd)
+
+
+def _sweep(running: dict[int, _Call], ended: list[_Call], children: _Children) -> None:
+    """Kill what ended calls left (it came to us: only running calls are our children by right); report the
+    ended calls once none is left. Each leftover's death wakes us again (SIGCHLD) for the next sweep."""
+    try:
+        left = [pid for pid in children() if pid not in running]
+    except OSError:  # no /proc to read: the reap that woke us is all we can know
+        left = []
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if left:
+        return
+    for call in ended:
+        try:
+            call.sock.send(b"X" + _STATUS.pack(call.code or 0))
+        except OSError:
+            pass
+        call.sock.close()
+    ended.clear()
 
 
 if __name__ == "__main__":
