@@ -14,16 +14,33 @@ function takes the declared params by name and returns JSON-able data::
   the validated, coerced, normalized params as keyword arguments (absent
   optional params are left out, so the function's own defaults apply); it
   may be a coroutine function.
-* It never runs inside the server: each call is a fresh interpreter
-  (``python -I -S -B``, the worker in :mod:`.handler_worker`), started,
-  bounded and killed exactly like a shell tool (:func:`.shell.run_process`:
-  its own PID namespace, so whatever the handler starts goes with it, and
-  it dies with the server; the deadline, cancellation, the output cap,
-  streaming), so a handler that hangs, leaks or crashes takes nothing of
-  the server with it, and two calls never share state (seed 002 §4.3).
-  A call costs about 25 ms here (interpreter start-up and the ``json``
-  import are most of it); handlers do file and API work measured in the
-  same unit.
+* It never runs inside the server: each call is a fresh process, bounded
+  and killed exactly like a shell tool (the deadline, cancellation, the
+  output cap, streaming; everything it starts goes with it), so a handler
+  that hangs, leaks or crashes takes nothing of the server with it, and two
+  calls never share state (seed 002 §4.3). That process is forked from the
+  tool's *zygote* (:mod:`.zygote`, :mod:`.zygote_main`): a ``python -I -S
+  -B`` started once per tool profile (definition, sandbox options,
+  environment with its secrets), under ``_reaper`` and the tool's own OS
+  sandbox exactly as a one-shot worker is, with ``json`` and the compiler
+  warmed up. Each call is a fork of that same clean state, which reads
+  ``handler.py`` after the fork (a changed file is seen by the next call),
+  in a session and, where the kernel has Landlock scopes, a Landlock domain
+  of its own (it cannot signal another call or the zygote); what it leaves
+  behind is killed before the call returns. A call costs ~5 ms of CPU here
+  in all (the server, the zygote's fork, the call's process; a fresh
+  interpreter cost ~45 ms, most of it start-up and the ``json`` import);
+  benchmarks/bench_handler.py measures it against the MCP SDK's in-process
+  call.
+  Calls of one zygote share its private ``/tmp`` and ``/dev/shm``, as they
+  share ``runtime/`` (a one-shot worker has its own ``/tmp``).
+* Where no zygote runs, each call is a fresh interpreter (the worker in
+  :mod:`.handler_worker`, through :func:`.shell.run_process`): with
+  ``[python] zygote = false``; with ``[python] interpreter`` set to another
+  interpreter; where calls are contained by process group only (no PID
+  namespace); for a tool with ``max_procs`` in the sandbox (its pids cgroup
+  is made per call); and for a minute after a profile's zygote failed to
+  start (logged).
 * Its working directory is the tool's ``runtime/`` folder (seed 002 §4.3,
   third pitfall); ``BITONG_TOOL_DIR`` is the tool's folder. The environment
   is the shell executor's minimal one (no server secrets), plus
@@ -74,7 +91,7 @@ _TAIL = 4096
 
 
 class PythonExecutor:
-    """``executor: python``. Holds only the worker's command line; one instance serves every call."""
+    """``executor: python``. Holds the worker's command line and the zygotes; one instance serves every call."""
 
     name = "python"
 

@@ -46,6 +46,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 from bitong.v1.agent_pb2 import ToolDef
@@ -58,6 +59,7 @@ __all__ = ["Zygotes", "ZYGOTE_FILE"]
 
 ZYGOTE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zygote_main.py")
 _START_TIMEOUT_S = 20.0
+_RETRY_START_S = 60.0   # a profile whose zygote could not start runs one-shot workers this long, then tries again
 _STATUS_LEN = 5   # b"X" + signed 32-bit exit code
 
 log = logging.getLogger("bitong.executors")
@@ -129,7 +131,7 @@ class Zygotes:
         self._starting: dict[Key, concurrent.futures.Future[_Zygote | str]] = {}
         self._by_folder: dict[str, Key] = {}
         self._lock = threading.Lock()
-        self._failed: set[Key] = set()
+        self._failed: dict[Key, float] = {}   # when a profile's zygote last failed to start
 
     async def call(self, tool: ToolDef, argv: Sequence[str], payload_fd: int, *, env: dict[str, str],
                    deadline: float, sink: Sink | None, started: float, box: Containment,
@@ -171,7 +173,7 @@ class Zygotes:
             if zygote is not None:
                 del self._ready[key]
                 zygote.retire()
-            if key in self._failed:
+            if time.monotonic() - self._failed.get(key, -_RETRY_START_S) < _RETRY_START_S:
                 return None
             future = self._starting.get(key)
             if future is None:
@@ -183,9 +185,9 @@ class Zygotes:
             if self._starting.get(key) is future:
                 del self._starting[key]
                 if isinstance(got, str):
-                    self._failed.add(key)
-                    log.warning("python handlers of %s run in a fresh interpreter per call: no zygote (%s)",
-                                folder, got)
+                    self._failed[key] = time.monotonic()
+                    log.warning("python handlers of %s run in a fresh interpreter per call for %.0f s: no zygote "
+                                "(%s)", folder, _RETRY_START_S, got)
                 else:
                     self._admit(got)
         return got if isinstance(got, _Zygote) and got.alive else None

@@ -129,6 +129,7 @@ def _handler(fds: list[int], scoped: bool) -> None:
         os.closerange(3, _MAX_FD)   # the zygote's sockets, other calls' sockets: none of them is this call's
         if scoped:
             _own_domain()
+        sys.argv = [worker.__file__]   # as the one-shot worker's
         code = worker.main()
     except BaseException:
         traceback.print_exc()
