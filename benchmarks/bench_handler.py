@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_sidecar import (CONCURRENCY, REPO, Contention, LoopThread, McpPeer, ServerProcess, aio_latency,
-                           aio_throughput, ms, row, sync_latency, sync_throughput, versions)
+                           aio_throughput, ms, proc_cpu, row, sync_latency, sync_throughput, versions)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 TARGET_P50_RATIO = 3.0     # handler Call p50 within 3x of the MCP SDK's in-process call
@@ -151,6 +151,35 @@ class Mcp:
         return {"aio": self.peer.do(go)}
 
 
+def zygote_pid(server: int) -> int | None:
+    """The zygote (zygote_main.py) among the server's descendants, by its command line."""
+    todo = [server]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"zygote_main.py" in fh.read():
+                    return pid
+            with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                todo += [int(p) for p in fh.read().split()]
+        except OSError:
+            continue
+    return None
+
+
+def cpu_per_call(srv: ServerProcess, system: Bitong, n: int) -> dict[str, float]:
+    """Where a call's CPU goes (ms a call, one call in flight): the server, the zygote (its fork and loop),
+    the call's own process (reaped by the zygote, so counted in its children's time)."""
+    zygote = zygote_pid(srv.pid)
+    if zygote is None:
+        return {}
+    s0, z0 = proc_cpu(srv.pid), proc_cpu(zygote)
+    sync_latency(lambda i: system.stub.Call(system.req, timeout=30), n)
+    s1, z1 = proc_cpu(srv.pid), proc_cpu(zygote)
+    return {"server_ms": (s1[0] - s0[0]) * 1e3 / n, "zygote_ms": (z1[0] - z0[0]) * 1e3 / n,
+            "call_process_ms": (z1[1] - z0[1]) * 1e3 / n, "n": n}
+
+
 def start(tmp: Path, name: str, root: Path, config: Path | None) -> ServerProcess:
     sock = tmp / f"{name}.sock"
     argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}", "--tools", str(root)]
@@ -225,6 +254,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                         qps[name].setdefault(client, []).append(x)
         result["contention_pct"] = c.foreign_pct
         result["systems"] = {name: best(lat[name], qps[name]) for name in lat}
+        progress("where a call's CPU goes")
+        result["cpu_per_call"] = cpu_per_call(zsrv, zyg, n)
     finally:
         for close in reversed(closers):
             try:
@@ -245,13 +276,16 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     busy = f"other work took {r['contention_pct']:.0f}% of a core meanwhile"
     p50, mp50 = b["call"]["p50_ms"], m["call"]["p50_ms"]
     q, mq = b["qps_16"], m["qps_16"]
+    cpu = r.get("cpu_per_call") or {}
+    split = (f"CPU a call: server {cpu['server_ms']:.2f} ms, zygote {cpu['zygote_ms']:.2f} ms, call's process "
+             f"{cpu['call_process_ms']:.2f} ms; " if cpu else "")
     return [
         row("Python handler Call, 1 in flight, p50", "ms", p50, mp50, "MCP SDK in-process function",
             f"<= {TARGET_P50_RATIO:g}x peer", p50 <= TARGET_P50_RATIO * mp50,
             note=f"zygote fork per call, sandboxed; {b['call_client']} client; {busy}"),
         row(f"Python handler Call, {CONCURRENCY} in flight", "calls/s", q, mq, "MCP SDK in-process function",
             f">= {TARGET_QPS_RATIO:g}x peer", q >= TARGET_QPS_RATIO * mq, higher_is_better=True,
-            note=f"{b['qps_client']} client"),
+            note=f"{split}{b['qps_client']} client"),
         row("Python handler Call, fresh interpreter, p50", "ms", f["call"]["p50_ms"], mp50,
             "MCP SDK in-process function", "", None, note="[python] zygote = false: the one-shot path"),
         row(f"Python handler Call, fresh interpreter, {CONCURRENCY} in flight", "calls/s", f["qps_16"], mq,

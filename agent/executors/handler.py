@@ -161,7 +161,6 @@ class PythonExecutor:
             _explain(outcome, outcome.stderr, len(outcome.stderr) < cap, tool.method)
         return outcome
 
-
     async def _in_zygote(self, tool: ToolDef, fd: int, env: dict[str, str], deadline: float, sink: Sink | None,
                          started: float) -> Outcome | None:
         """The call forked by the profile's zygote; None where the one-shot worker must run it."""
@@ -170,7 +169,7 @@ class PythonExecutor:
         jail = self.sandbox
         options: list[str] | None = None
         if jail.active:
-            if tool.constraints.max_procs and jail.pids_root:
+            if tool.constraints.max_procs:
                 return None   # max_procs is a pids cgroup of the call's own, made by _reaper per call
             options = jail.options(tool, self.argv, read=self.readable)
         outcome = await self.zygotes.call(tool, self.argv, fd, env=env, deadline=deadline, sink=sink,

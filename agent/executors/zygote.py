@@ -185,7 +185,9 @@ class Zygotes:
             if self._starting.get(key) is future:
                 del self._starting[key]
                 if isinstance(got, str):
-                    self._failed[key] = time.monotonic()
+                    now = time.monotonic()
+                    self._failed = {k: t for k, t in self._failed.items() if now - t < _RETRY_START_S}
+                    self._failed[key] = now
                     log.warning("python handlers of %s run in a fresh interpreter per call for %.0f s: no zygote "
                                 "(%s)", folder, _RETRY_START_S, got)
                 else:

@@ -176,3 +176,57 @@ def executor_or_none(runners: Executors) -> object:
     ex = runners.get("python")
     assert isinstance(ex, PythonExecutor)
     return ex.zygotes
+
+
+async def test_what_an_ended_call_left_is_killed_and_a_running_call_keeps_its_own(define: Define,
+                                                                                  tmp_path: Path) -> None:
+    """Two calls of one zygote: A daemonizes a helper and returns; B's helper, daemonized before, lives on
+    until B ends (then the zygote kills it too)."""
+    runners = Executors(sandbox=Sandbox("off", False, "the test reads host pids through the host's /proc"))
+    said, go = tmp_path / "said", tmp_path / "go"
+    os.mkfifo(said)
+    os.mkfifo(go)
+    tool = py(define, f"""
+import os
+def run(role: str):
+    if role == "b":   # a helper daemonized too, while b runs: it stays beneath b (a subreaper) meanwhile
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.write(w, str(os.getpid()).encode())
+                os.execvp("sleep", ["sleep", "300"])
+            os._exit(0)
+        os.wait()
+        os.close(w)
+        helper = int(os.read(r, 32))
+        with open({str(said)!r}, "w") as fh:
+            fh.write("b")
+        with open({str(go)!r}) as fh:
+            fh.read()
+        pid, _ = os.waitpid(helper, os.WNOHANG)   # 0: alive, and b's to wait for
+        return pid == 0
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open({str(said)!r}, "w") as fh:
+                fh.write(os.readlink("/proc/self"))
+            os.execvp("sleep", ["sleep", "300"])
+        os._exit(0)
+    os.wait()
+    with open({str(said)!r}) as fh:
+        return int(fh.read())
+""", params="{ role: { type: string } }", extra="permissions: { exec: true }")
+    b = asyncio.create_task(runners.run(tool, {"role": "b"}, deadline=soon(30)))
+    assert await asyncio.wait_for(asyncio.to_thread(said.read_text), 20) == "b"
+    a = await runners.run(tool, {"role": "a"}, deadline=soon(20))
+    assert a.ok, (a.error, a.stderr)
+    daemon = json.loads(a.stdout)
+    try:
+        assert gone(daemon, within=0), f"call a's daemon {daemon} outlived its call"
+    finally:
+        if not gone(daemon, within=0):
+            os.kill(daemon, signal.SIGKILL)
+    await asyncio.to_thread(go.write_text, "go")
+    out = await b
+    assert out.ok and out.stdout == b"true", (out.error, out.stderr)
