@@ -158,10 +158,12 @@ def zygote_pid(server: int) -> int | None:
         pid = todo.pop()
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"zygote_main.py" in fh.read():
-                    return pid
-            with open(f"/proc/{pid}/task/{pid}/children") as fh:
-                todo += [int(p) for p in fh.read().split()]
+                argv = fh.read().split(b"\0")
+            if not argv[0].endswith(b"_reaper") and any(a.endswith(b"zygote_main.py") for a in argv):
+                return pid   # the interpreter itself, not the _reaper processes above it
+            for task in os.listdir(f"/proc/{pid}/task"):   # a child belongs to the thread that forked it
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(p) for p in fh.read().split()]
         except OSError:
             continue
     return None
