@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import logging
 import os
 import socket
@@ -130,7 +131,7 @@ class Zygotes:
         self._ready: collections.OrderedDict[Key, _Zygote] = collections.OrderedDict()
         self._starting: dict[Key, concurrent.futures.Future[_Zygote | str]] = {}
         self._by_folder: dict[str, Key] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # a start that already ended runs _started inside add_done_callback
         self._failed: dict[Key, float] = {}   # when a profile's zygote last failed to start
 
     async def call(self, tool: ToolDef, argv: Sequence[str], payload_fd: int, *, env: dict[str, str],
@@ -148,7 +149,7 @@ class Zygotes:
         folder = os.path.dirname(cwd)
         key: Key = (tuple(argv), tuple(options or ()), tuple(sorted(env.items())), cwd, st.st_dev, st.st_ino)
         for _ in range(2):
-            zygote = await self._get(key, folder, argv, cwd, env, box, options, pass_fds)
+            zygote = await self._get(key, folder, argv, cwd, env, box, options, pass_fds, deadline)
             if zygote is None:
                 return None
             with zygote.lock:
@@ -164,7 +165,8 @@ class Zygotes:
         return None
 
     async def _get(self, key: Key, folder: str, argv: Sequence[str], cwd: str, env: dict[str, str],
-                   box: Containment, options: list[str] | None, pass_fds: tuple[int, ...]) -> _Zygote | None:
+                   box: Containment, options: list[str] | None, pass_fds: tuple[int, ...],
+                   deadline: float) -> _Zygote | None:
         with self._lock:
             zygote = self._ready.get(key)
             if zygote is not None and zygote.alive and not zygote.retiring:
@@ -180,19 +182,27 @@ class Zygotes:
                 future = shell._SPAWNER.submit(_start, key, folder, list(argv), cwd, env, box, options, pass_fds,
                                                self.idle_s)
                 self._starting[key] = future
-        got = await asyncio.wrap_future(future)
+                future.add_done_callback(functools.partial(self._started, key))
+        try:   # a call waits for the start no longer than its own deadline; the start goes on regardless
+            got = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), deadline - time.monotonic())
+        except TimeoutError:
+            return None
+        return got if isinstance(got, _Zygote) and got.alive else None
+
+    def _started(self, key: Key, future: concurrent.futures.Future[_Zygote | str]) -> None:
+        """A start ended (on the spawner thread): hold the zygote, or remember the failure for a while."""
+        got = future.result() if not future.cancelled() and future.exception() is None else "its start failed"
         with self._lock:
             if self._starting.get(key) is future:
                 del self._starting[key]
-                if isinstance(got, str):
-                    now = time.monotonic()
-                    self._failed = {k: t for k, t in self._failed.items() if now - t < _RETRY_START_S}
-                    self._failed[key] = now
-                    log.warning("python handlers of %s run in a fresh interpreter per call for %.0f s: no zygote "
-                                "(%s)", folder, _RETRY_START_S, got)
-                else:
-                    self._admit(got)
-        return got if isinstance(got, _Zygote) and got.alive else None
+            if isinstance(got, str):
+                now = time.monotonic()
+                self._failed = {k: t for k, t in self._failed.items() if now - t < _RETRY_START_S}
+                self._failed[key] = now
+                log.warning("python handlers of %s run in a fresh interpreter per call for %.0f s: no zygote (%s)",
+                            os.path.dirname(str(key[3])), _RETRY_START_S, got)
+            else:
+                self._admit(got)
 
     def _admit(self, zygote: _Zygote) -> None:
         """Hold a new zygote: retire the tool's previous profile, and the least recently used past the limit."""
