@@ -39,8 +39,10 @@ function takes the declared params by name and returns JSON-able data::
   ``[python] zygote = false``; with ``[python] interpreter`` set to another
   interpreter; where calls are contained by process group only (no PID
   namespace); for a tool with ``max_procs`` in the sandbox (its pids cgroup
-  is made per call); and for a minute after a profile's zygote failed to
-  start (logged).
+  is made per call); in the in-process CLI commands (one call, then the
+  process ends); for a call whose deadline comes before its zygote is
+  ready; and for a minute after a profile's zygote failed to start
+  (logged).
 * Its working directory is the tool's ``runtime/`` folder (seed 002 §4.3,
   third pitfall); ``BITONG_TOOL_DIR`` is the tool's folder. The environment
   is the shell executor's minimal one (no server secrets), plus

@@ -29,6 +29,8 @@ for the warden that kills whatever a call leaves behind).
   fails, or the call's socket closes before "started". Then a new one is
   started and the call retried, once, since nothing of it ran. A call
   that had started is never retried.
+* A call waits for its profile's zygote to start (~70 ms) no longer than
+  its own deadline; the start goes on, and is held, whoever waits for it.
 * Bounded: at most ``limit`` zygotes (least recently used retired first),
   and a zygote with no call for ``idle_s`` exits by itself.
 
