@@ -230,3 +230,28 @@ def run(role: str):
     await asyncio.to_thread(go.write_text, "go")
     out = await b
     assert out.ok and out.stdout == b"true", (out.error, out.stderr)
+
+
+def _descendant(pid: int, depth: int) -> int:
+    for _ in range(depth):
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            (pid,) = (int(p) for p in fh.read().split())
+    return pid
+
+
+async def test_a_call_sent_to_a_zygote_that_dies_before_it_starts_runs_on_a_new_one(define: Define) -> None:
+    runners = Executors()
+    tool = py(define, "import os\n" + ZYGOTE_OF + "def run():\n    return zygote()\n")
+    assert (await runners.run(tool, {}, deadline=soon())).ok
+    zygotes = executor(runners).zygotes
+    assert zygotes is not None
+    [launcher] = [z.proc.pid for z in zygotes._ready.values()]
+    interpreter = _descendant(launcher, 2)          # _reaper -> its pid 1 -> the zygote, started by this test
+    os.kill(interpreter, signal.SIGSTOP)             # the next call's message waits in its socket...
+    call = asyncio.create_task(runners.run(tool, {}, deadline=soon()))
+    while not call.done() and not [z for z in zygotes._ready.values() if z.inflight]:
+        await asyncio.sleep(0)                       # the call hands its message over before its first wait
+    os.kill(interpreter, signal.SIGKILL)             # ...and the zygote dies with it queued: nothing ran
+    out = await call
+    assert out.ok and out.attempts == 1, (out.error, out.stderr)
+    assert [z.proc.pid for z in zygotes._ready.values()] != [launcher]
