@@ -148,9 +148,16 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
 
     from . import approval
 
+    import dataclasses
+
+    from .config import Config
+
     _sandbox(args)
     config = _config(args)
-    executors = Executors(config)
+    # One call and the process ends: a zygote (~70 ms to start) would cost more than the one fresh
+    # interpreter (~45 ms) it saves.
+    base = config if config is not None else Config()
+    executors = Executors(dataclasses.replace(base, python=dataclasses.replace(base.python, zygote=False)))
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
                         embedder=_embedder(args) if matching else None,
                         approval=config.approve if config is not None else approval.development())

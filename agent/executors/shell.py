@@ -696,8 +696,22 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
     except (OSError, ValueError) as exc:
         return _not_started(argv, cwd, exc, started)
     run = _Run(loop, child, cap, sink, use_pidfd)
+    timed_out = await supervise(run, deadline)
+    failed = run.exec_error()
+    run.close()
+    if failed is not None:  # the program could not be exec'd inside _reaper: as a direct spawn answers
+        failed.filename = argv[0]
+        return _not_started(argv, cwd, failed, started)
+    return _outcome(run, started, timed_out, deadline)
+
+
+async def supervise(run: _Run, deadline: float) -> bool:
+    """Wait for ``run`` to end; at the deadline kill it and keep what it wrote (True: it timed out).
+
+    On cancellation (or a sink that failed) it is killed, seen gone and
+    closed before the exception goes on: nothing may outlive the call.
+    """
     timeout = asyncio.timeout(deadline - time.monotonic())
-    timed_out = False
     try:
         try:
             async with timeout:
@@ -705,23 +719,18 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
         except TimeoutError:
             if not timeout.expired():
                 raise
-            timed_out = True
             run.kill()
             await _reaped(run)
             run.drain()
+            return True
     except BaseException:
-        run.kill()  # cancellation, or the sink failed: nothing may outlive the call
+        run.kill()
         try:
             await _reaped(run)
         finally:
             run.close()
         raise
-    failed = run.exec_error()
-    run.close()
-    if failed is not None:  # the program could not be exec'd inside _reaper: as a direct spawn answers
-        failed.filename = argv[0]
-        return _not_started(argv, cwd, failed, started)
-    return _outcome(run, started, timed_out, deadline)
+    return False
 
 
 async def _reaped(run: _Run) -> None:
