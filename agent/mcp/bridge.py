@@ -31,12 +31,13 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -409,14 +410,32 @@ def parse_http(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@contextlib.asynccontextmanager
-async def _signals(on_signal: Callable[[], None]) -> AsyncIterator[None]:
-    """SIGTERM/SIGINT end the server the orderly way: calls in flight are cancelled, their process groups killed."""
+class _Stop:
+    """SIGTERM/SIGINT, taken from the start: an orderly end (calls in flight cancelled, their processes
+    killed) whether the signal comes before the transport is up or while it serves."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._action: Callable[[], None] | None = None
+
+    def __call__(self) -> None:
+        self.requested = True
+        if self._action is not None:
+            self._action()
+
+    def on(self, action: Callable[[], None]) -> None:
+        self._action = action
+        if self.requested:
+            action()
+
+
+@contextlib.contextmanager
+def _signals(stop: _Stop) -> Iterator[None]:
     loop = asyncio.get_running_loop()
     installed = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
-            loop.add_signal_handler(sig, on_signal)
+            loop.add_signal_handler(sig, stop)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):   # not the main thread, or no signals here
             pass
@@ -427,31 +446,73 @@ async def _signals(on_signal: Callable[[], None]) -> AsyncIterator[None]:
             loop.remove_signal_handler(sig)
 
 
-async def serve_stdio(bridge: Bridge) -> None:
-    """Serve one client on stdin/stdout until it closes stdin (or SIGTERM)."""
+class _PipeLines:
+    """stdin's lines read on the event loop, so a stop cancels the read.
+
+    The SDK reads stdin in a worker thread, which a cancellation cannot
+    interrupt: SIGTERM would wait for the client's next message. One message
+    may hold parameters up to ``max_params_bytes`` (4 MiB by default): the
+    line limit is far above it.
+    """
+
+    LIMIT = 64 * 1024 * 1024
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    @classmethod
+    async def open(cls) -> _PipeLines | None:
+        """None where stdin is not a pipe or socket (a file, a terminal): then the SDK's reader serves."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=cls.LIMIT)
+        pipe = os.fdopen(os.dup(0), "rb", buffering=0)
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        except (OSError, ValueError):
+            pipe.close()
+            return None
+        return cls(reader)
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def serve_stdio(bridge: Bridge, stop: _Stop) -> None:
+    """Serve one client on stdin/stdout until it closes stdin (or ``stop``)."""
+    lines = await _PipeLines.open()
     async with anyio.create_task_group() as tg:
-        async with _signals(tg.cancel_scope.cancel), stdio_server() as (read, write):
+        stop.on(tg.cancel_scope.cancel)
+        async with stdio_server(stdin=cast(Any, lines)) as (read, write):
             await bridge.server.run(read, write, bridge.init_options())
         tg.cancel_scope.cancel()
 
 
-async def serve_http(bridge: Bridge, host: str, port: int, *, ready: Callable[[str], None]) -> None:
-    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until SIGTERM; ``ready`` gets the URL once it listens.
+async def serve_http(bridge: Bridge, host: str, port: int, stop: _Stop, *, ready: Callable[[str], None]) -> None:
+    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until ``stop``; ``ready`` gets the URL once it listens.
 
     The socket is bound here, before uvicorn starts, so a port in use is an
     error at once (OSError) and port 0 gives a port ``ready`` can name.
     """
     import uvicorn
 
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("SECURITY: MCP over HTTP on %s has no authentication: anyone who reaches it runs the tools; "
+                    "keep it on 127.0.0.1", host)
     app = bridge.server.streamable_http_app(host=host)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.bind((host, port))
         sock.listen(128)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        raise OSError(exc.errno, f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror}") from None
     sock.setblocking(False)
 
     class _Uvicorn(uvicorn.Server):
@@ -461,17 +522,17 @@ async def serve_http(bridge: Bridge, host: str, port: int, *, ready: Callable[[s
 
     server = _Uvicorn(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5, lifespan="on"))
 
-    def stop() -> None:
+    def end() -> None:
         server.should_exit = True
 
+    stop.on(end)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    async with _signals(stop):
-        ready(f"http://{shown}:{bound}/mcp")
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            sock.close()
+    ready(f"http://{shown}:{bound}/mcp")
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def main_line(text: str) -> None:
@@ -495,6 +556,16 @@ async def serve(roots: Sequence[str], *, http: tuple[str, int] | None = None, co
     endpoints and confirmation settings), so a tool behaves here as it does
     through gRPC. Raises OSError when the HTTP port cannot be bound.
     """
+    stop = _Stop()
+    with _signals(stop):
+        await _serve(roots, stop, http=http, config=config, vocabulary=vocabulary, embedder_loader=embedder_loader,
+                     threshold=threshold, state_path=state_path, poll_s=poll_s, limits=limits, search=search,
+                     audit_path=audit_path)
+
+
+async def _serve(roots: Sequence[str], stop: _Stop, *, http: tuple[str, int] | None, config: Any, vocabulary: Any,
+                 embedder_loader: Any, threshold: float | None, state_path: str | None, poll_s: float, limits: Any,
+                 search: bool, audit_path: str | None) -> None:
     from .. import approval
     from ..audit import AuditLog, Redactor
     from ..cache import CacheAgent
@@ -521,9 +592,9 @@ async def serve(roots: Sequence[str], *, http: tuple[str, int] | None = None, co
               f"{roots_banner(roots, snap)}{'; search mode (find_tools, call_tool)' if search else ''}")
     try:
         if http is None:
-            await serve_stdio(bridge)
+            await serve_stdio(bridge, stop)
         else:
-            await serve_http(bridge, *http, ready=lambda url: main_line(f"MCP endpoint {url}"))
+            await serve_http(bridge, *http, stop, ready=lambda url: main_line(f"MCP endpoint {url}"))
     finally:
         await cache.stop()
         if agent.audit is not None:

@@ -130,12 +130,13 @@ def tool_annotations(tool: ToolDef) -> dict[str, Any]:
     """MCP tool annotations from the definition.
 
     Read-only: it may neither write files, run programs nor reach the network
-    (a request may change something at the other end). Destructive: it may
-    overwrite or remove (fs_write, exec) or its author asked for confirmation.
-    Open world: it talks to the network.
+    (a request may change something at the other end), and its author did not
+    ask for confirmation (a host may run a read-only tool without asking).
+    Destructive: it may overwrite or remove (fs_write, exec) or its author
+    asked for confirmation. Open world: it talks to the network.
     """
     perms = tool.permissions
-    read_only = not (perms.fs_write or perms.exec or perms.network)
+    read_only = not (perms.fs_write or perms.exec or perms.network or tool.constraints.require_confirm)
     out: dict[str, Any] = {"title": tool.display or tool.name, "readOnlyHint": read_only}
     if not read_only:
         out["destructiveHint"] = bool(perms.fs_write or perms.exec or tool.constraints.require_confirm)

@@ -333,3 +333,35 @@ def test_http_address_errors_are_one_line(tmp_path: Path) -> None:
         done = subprocess.run([*BITONG, "mcp", "--no-semantic", "--http", bad], capture_output=True, text=True,
                               timeout=WAIT_S)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--http" in done.stderr, done.stderr
+
+
+def test_sigterm_over_stdio_stops_the_call_in_flight_and_exits_cleanly(tools_root: Path, tmp_path: Path) -> None:
+    """The client never closes stdin here: the signal alone ends the server, and the call's process with it."""
+    import json
+
+    arg = f"298.{uuid.uuid4().int % 10**6:06d}"
+    server = subprocess.Popen([*BITONG, "mcp", "--no-semantic", "--tools", str(tools_root), "--log-level", "WARNING"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        server.stdin.flush()
+
+    try:
+        send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                           "clientInfo": {"name": "test", "version": "0"}}})
+        assert json.loads(server.stdout.readline())["id"] == 1
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {"name": "shell-exec", "arguments": {"cmd": f"exec sleep {arg}"}}})
+        (pid,) = _until(lambda: _sleepers(arg), "the tool's process")
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=WAIT_S) == 0
+        assert not Path(f"/proc/{pid}").exists() or pid not in _sleepers(arg)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+        server.stdin.close()
+        server.stdout.close()
