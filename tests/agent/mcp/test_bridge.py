@@ -124,6 +124,9 @@ async def test_list_and_call_ok_failing_unknown_and_bad_params(tools_root: Path,
         assert tools["file-read"].annotations is not None and tools["file-read"].annotations.read_only_hint is True
         assert tools["file-read"].input_schema["properties"]["limit"]["maximum"] == 5000
         assert "Why:" in (shell.description or "")
+        assert listed.next_cursor is None   # 7 tools: one page
+        with pytest.raises(mcp.MCPError, match="page_token"):
+            await client.list_tools(cursor="not-one-we-gave")
 
         ok = await client.call_tool("shell-exec", {"cmd": "printf 'hello\\nworld\\n'"})
         assert not ok.is_error and _text(ok) == "hello\nworld\n"
