@@ -52,7 +52,7 @@ import bitong
 from bitong.v1 import agent_pb2 as pb
 
 from ..callers import PermissionDenied
-from ..executors.base import STDOUT
+from ..executors.base import STDERR, STDOUT
 from ..registry import Snapshot
 from ..service import LimitExceeded, ToolAgent
 from . import schema
@@ -102,14 +102,14 @@ class _Output:
     def __init__(self, ctx: _Ctx, cap: int) -> None:
         self.ctx = ctx
         self.cap = cap
-        self.kept = {STDOUT: bytearray(), 2: bytearray()}
+        self.kept = {STDOUT: bytearray(), STDERR: bytearray()}
         self.bytes = 0
         self.lines = 0
         self.truncated = False
         self._last = 0.0
 
     async def sink(self, stream: int, data: bytes) -> None:
-        kept = self.kept[STDOUT if stream == STDOUT else 2]
+        kept = self.kept[STDOUT if stream == STDOUT else STDERR]
         room = self.cap - len(kept)
         if room > 0:
             kept += data[:room]
@@ -125,7 +125,7 @@ class _Output:
 
     def fill(self, result: pb.CallResult) -> None:
         result.output = bytes(self.kept[STDOUT])
-        result.stderr = bytes(self.kept[2])
+        result.stderr = bytes(self.kept[STDERR])
         result.truncated = result.truncated or self.truncated
 
 
@@ -287,7 +287,11 @@ class Bridge:
             request = types.ElicitRequest(params=types.ElicitRequestFormParams(
                 message=question, requested_schema=_CONFIRM_SCHEMA))
             return types.InputRequiredResult(input_requests={_CONFIRM_KEY: request}, request_state=result.confirm_token)
-        answer = await ctx.session.elicit_form(question, _CONFIRM_SCHEMA, related_request_id=ctx.request_id)
+        try:
+            answer = await ctx.session.elicit_form(question, _CONFIRM_SCHEMA, related_request_id=ctx.request_id)
+        except Exception as exc:   # declared but not served (an error reply, no back-channel): the token
+            log.info("call %s: elicitation failed (%s); the two-step token instead", name, exc)
+            return _two_step(result)
         if not _accepted(answer):
             return _error(f"tool '{name}': the user declined the confirmation ({answer.action}); nothing ran")
         done = await self._run(ctx, name, args, result.confirm_token)
@@ -457,8 +461,9 @@ class _PipeLines:
 
     LIMIT = 64 * 1024 * 1024
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
         self.reader = reader
+        self.transport = transport
 
     @classmethod
     async def open(cls) -> _PipeLines | None:
@@ -467,11 +472,11 @@ class _PipeLines:
         reader = asyncio.StreamReader(limit=cls.LIMIT)
         pipe = os.fdopen(os.dup(0), "rb", buffering=0)
         try:
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
         except (OSError, ValueError):
             pipe.close()
             return None
-        return cls(reader)
+        return cls(reader, transport)
 
     def __aiter__(self) -> _PipeLines:
         return self
@@ -486,11 +491,15 @@ class _PipeLines:
 async def serve_stdio(bridge: Bridge, stop: _Stop) -> None:
     """Serve one client on stdin/stdout until it closes stdin (or ``stop``)."""
     lines = await _PipeLines.open()
-    async with anyio.create_task_group() as tg:
-        stop.on(tg.cancel_scope.cancel)
-        async with stdio_server(stdin=cast(Any, lines)) as (read, write):
-            await bridge.server.run(read, write, bridge.init_options())
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            stop.on(tg.cancel_scope.cancel)
+            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+                await bridge.server.run(read, write, bridge.init_options())
+            tg.cancel_scope.cancel()
+    finally:
+        if lines is not None:
+            lines.transport.close()
 
 
 async def serve_http(bridge: Bridge, host: str, port: int, stop: _Stop, *, ready: Callable[[str], None]) -> None:

@@ -310,9 +310,9 @@ async def test_a_tool_file_edit_sends_list_changed(tools_root: Path, tmp_path: P
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_search_mode_lists_two_meta_tools_that_find_and_call(tools_root: Path, tmp_path: Path,
-                                                                   mode: str) -> None:
-    async with bitong_mcp(tmp_path, "stdio", mode, [tools_root], "--search") as client:
+async def test_search_mode_lists_two_meta_tools_that_find_and_call(tools_root: Path, confirm_root: Path,
+                                                                   tmp_path: Path, mode: str) -> None:
+    async with bitong_mcp(tmp_path, "stdio", mode, [tools_root, confirm_root], "--search") as client:
         names = [t.name for t in (await client.list_tools()).tools]
         assert names == ["find_tools", "call_tool"]
         found = await client.call_tool("find_tools", {"intent": "run the shell command uname -a"})
@@ -329,6 +329,25 @@ async def test_search_mode_lists_two_meta_tools_that_find_and_call(tools_root: P
         assert bad.is_error and "parameter name" in _text(bad)
         direct = await client.call_tool("shell-exec", {"cmd": "echo no"})
         assert direct.is_error and "find_tools" in _text(direct)
+        asked = await client.call_tool("call_tool", {"name": "say-twice", "params": {"word": "hi"}})
+        assert asked.is_error and asked.structured_content is not None
+        token = asked.structured_content["confirm_token"]
+        ran = await client.call_tool("call_tool", {"name": "say-twice", "params": {"word": "hi"}, "confirm": token})
+        assert not ran.is_error and _text(ran) == "said hi\n"
+
+
+async def test_a_tool_only_a_person_may_approve_is_refused_over_mcp(confirm_root: Path, tmp_path: Path) -> None:
+    """confirm_by: human needs bitong serve's admin socket; an MCP client's own answer must not stand in for it."""
+    config = tmp_path / "human.toml"
+    config.write_text('[confirm]\nby = "human"\n', encoding="utf-8")
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("a human-confirmed tool must not be confirmed by the client")
+
+    async with bitong_mcp(tmp_path, "stdio", "legacy", [confirm_root], "--config", str(config),
+                          elicitation_callback=elicit) as client:
+        refused = await client.call_tool("say-twice", {"word": "hi"})
+    assert refused.is_error and "needs a person's approval" in _text(refused) and "said" not in _text(refused)
 
 
 def test_http_address_errors_are_one_line(tmp_path: Path) -> None:
