@@ -57,7 +57,7 @@ from ..registry import Snapshot
 from ..service import LimitExceeded, ToolAgent
 from . import schema
 
-__all__ = ["Bridge", "FIND_TOOLS", "CALL_TOOL", "parse_http", "serve_stdio", "serve_http"]
+__all__ = ["Bridge", "FIND_TOOLS", "CALL_TOOL", "parse_http", "bind_http", "serve", "serve_stdio", "serve_http"]
 
 log = logging.getLogger("bitong.mcp")
 
@@ -502,18 +502,9 @@ async def serve_stdio(bridge: Bridge, stop: _Stop) -> None:
             lines.transport.close()
 
 
-async def serve_http(bridge: Bridge, host: str, port: int, stop: _Stop, *, ready: Callable[[str], None]) -> None:
-    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until ``stop``; ``ready`` gets the URL once it listens.
-
-    The socket is bound here, before uvicorn starts, so a port in use is an
-    error at once (OSError) and port 0 gives a port ``ready`` can name.
-    """
-    import uvicorn
-
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("SECURITY: MCP over HTTP on %s has no authentication: anyone who reaches it runs the tools; "
-                    "keep it on 127.0.0.1", host)
-    app = bridge.server.streamable_http_app(host=host)
+def bind_http(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything else starts: a port in use is an error at once
+    (OSError saying so), and port 0 gives a port the endpoint line can name."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -521,8 +512,20 @@ async def serve_http(bridge: Bridge, host: str, port: int, stop: _Stop, *, ready
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror}") from None
+        raise OSError(f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror or exc}") from None
     sock.setblocking(False)
+    return sock
+
+
+async def serve_http(bridge: Bridge, sock: socket.socket, stop: _Stop, *, ready: Callable[[str], None]) -> None:
+    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` on ``sock`` until ``stop``; ``ready`` gets the URL."""
+    import uvicorn
+
+    host, port = sock.getsockname()[:2]
+    if host not in ("127.0.0.1", "::1"):
+        log.warning("SECURITY: MCP over HTTP on %s has no authentication: anyone who reaches it runs the tools; "
+                    "keep it on 127.0.0.1", host)
+    app = bridge.server.streamable_http_app(host=host)
 
     class _Uvicorn(uvicorn.Server):
         @contextlib.contextmanager
@@ -535,9 +538,8 @@ async def serve_http(bridge: Bridge, host: str, port: int, stop: _Stop, *, ready
         server.should_exit = True
 
     stop.on(end)
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    ready(f"http://{shown}:{bound}/mcp")
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    ready(f"http://{shown}:{port}/mcp")
     try:
         await server.serve(sockets=[sock])
     finally:
@@ -565,14 +567,19 @@ async def serve(roots: Sequence[str], *, http: tuple[str, int] | None = None, co
     endpoints and confirmation settings), so a tool behaves here as it does
     through gRPC. Raises OSError when the HTTP port cannot be bound.
     """
+    sock = bind_http(*http) if http is not None else None
     stop = _Stop()
-    with _signals(stop):
-        await _serve(roots, stop, http=http, config=config, vocabulary=vocabulary, embedder_loader=embedder_loader,
-                     threshold=threshold, state_path=state_path, poll_s=poll_s, limits=limits, search=search,
-                     audit_path=audit_path)
+    try:
+        with _signals(stop):
+            await _serve(roots, stop, http=sock, config=config, vocabulary=vocabulary,
+                         embedder_loader=embedder_loader, threshold=threshold, state_path=state_path, poll_s=poll_s,
+                         limits=limits, search=search, audit_path=audit_path)
+    finally:
+        if sock is not None:
+            sock.close()
 
 
-async def _serve(roots: Sequence[str], stop: _Stop, *, http: tuple[str, int] | None, config: Any, vocabulary: Any,
+async def _serve(roots: Sequence[str], stop: _Stop, *, http: socket.socket | None, config: Any, vocabulary: Any,
                  embedder_loader: Any, threshold: float | None, state_path: str | None, poll_s: float, limits: Any,
                  search: bool, audit_path: str | None) -> None:
     from .. import approval
@@ -603,7 +610,7 @@ async def _serve(roots: Sequence[str], stop: _Stop, *, http: tuple[str, int] | N
         if http is None:
             await serve_stdio(bridge, stop)
         else:
-            await serve_http(bridge, *http, stop, ready=lambda url: main_line(f"MCP endpoint {url}"))
+            await serve_http(bridge, http, stop, ready=lambda url: main_line(f"MCP endpoint {url}"))
     finally:
         await cache.stop()
         if agent.audit is not None:

@@ -351,10 +351,20 @@ async def test_a_tool_only_a_person_may_approve_is_refused_over_mcp(confirm_root
 
 
 def test_http_address_errors_are_one_line(tmp_path: Path) -> None:
+    import socket
+
     for bad in ("8765", "127.0.0.1:http", "127.0.0.1:70000"):
         done = subprocess.run([*BITONG, "mcp", "--no-semantic", "--http", bad], capture_output=True, text=True,
                               timeout=WAIT_S)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--http" in done.stderr, done.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run([*BITONG, "mcp", "--no-semantic", "--log-level", "WARNING", "--http",
+                               f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 2 and done.stderr == (f"bitong: cannot listen on 127.0.0.1:{port} for MCP over HTTP: "
+                                                    "Address already in use\n")
 
 
 def test_sigterm_over_stdio_stops_the_call_in_flight_and_exits_cleanly(tools_root: Path, tmp_path: Path) -> None:
