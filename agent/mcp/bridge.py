@@ -46,6 +46,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 import bitong
@@ -181,33 +182,42 @@ class Bridge:
 
     async def _announce(self) -> None:
         await self.bus.publish(ToolsListChanged())
-        for _key, (session, _seen) in list(self._sessions.items()):
-            await session.send_tool_list_changed()   # best effort: a closed connection drops it
+        for key, (session, _seen) in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:   # the connection is gone: forget it
+                log.debug("list_changed to %s not sent (%s); forgetting it", key, exc)
+                self._sessions.pop(key, None)
         log.info("tools changed: list_changed sent (%d handshake client(s), and listen streams)",
                  len(self._sessions))
 
-    def _remember(self, ctx: _Ctx) -> None:
-        """A handshake-era client that listed the tools is told when they change (its connection's channel)."""
+    def _remember(self, ctx: _Ctx, *, listed: bool) -> None:
+        """A handshake-era client that listed the tools is told when they change (on its connection's channel).
+
+        Keyed by the HTTP session (one key on stdio); any request of a known
+        session keeps it, and one idle as long as the SDK's reaping of idle
+        sessions is forgotten, so the map never outgrows the live sessions.
+        """
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return   # told through subscriptions/listen
-        request = ctx.request
-        headers = getattr(request, "headers", None)
+        headers = getattr(ctx.request, "headers", None)
         key = (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
         now = time.monotonic()
-        for old in [k for k, (_, seen) in self._sessions.items() if now - seen > _SESSION_IDLE_S]:
-            del self._sessions[old]
-        self._sessions[key] = (ctx.session, now)
+        if listed:
+            for old in [k for k, (_, seen) in self._sessions.items() if now - seen > _SESSION_IDLE_S]:
+                del self._sessions[old]
+            self._sessions[key] = (ctx.session, now)
+        elif key in self._sessions:
+            self._sessions[key] = (self._sessions[key][0], now)
 
     async def list_tools(self, ctx: _Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        self._remember(ctx)
+        self._remember(ctx, listed=True)
         if self.search:
             return types.ListToolsResult(tools=_meta_tools(), ttl_ms=0)
         cursor = params.cursor if params is not None else None
         try:
             page = self.agent.list_tools(page_size=0, page_token=cursor or "")
         except LimitExceeded as exc:
-            from mcp.shared.exceptions import MCPError
-
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
         tools = [types.Tool.model_validate(schema.mcp_tool(t)) for t in page.tools]
         return types.ListToolsResult(tools=tools, next_cursor=page.next_page_token or None, ttl_ms=0)
@@ -216,6 +226,7 @@ class Bridge:
 
     async def call_tool(self, ctx: _Ctx,
                         params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        self._remember(ctx, listed=False)
         args = dict(params.arguments or {})
         if not self.search:
             return await self._call(ctx, params.name, args, params)
