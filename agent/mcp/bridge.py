@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -52,15 +53,20 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 import bitong
 from bitong.v1 import agent_pb2 as pb
 
-from ..callers import PermissionDenied
+from ..callers import CallerPolicy, PermissionDenied
 from ..executors.base import STDERR, STDOUT
+from ..identity import Caller
 from ..registry import Snapshot
 from ..service import LimitExceeded, ToolAgent
 from . import schema
 
-__all__ = ["Bridge", "FIND_TOOLS", "CALL_TOOL", "parse_http", "bind_http", "serve", "serve_stdio", "serve_http"]
+__all__ = ["Bridge", "CALLER_ID", "FIND_TOOLS", "CALL_TOOL", "parse_http", "bind_http", "serve", "serve_stdio", "serve_http"]
 
 log = logging.getLogger("bitong.mcp")
+
+CALLER_ID = "mcp"
+"""Every MCP client is this caller: ``[callers.mcp]`` says what MCP hosts may use, the audit names it.
+(MCP's stdio has no peer identity, and the HTTP transport here no authentication.)"""
 
 FIND_TOOLS = "find_tools"
 CALL_TOOL = "call_tool"
@@ -133,9 +139,10 @@ class _Output:
 class Bridge:
     """One MCP server over one :class:`ToolAgent`; ``on_swap`` is the cache agent's hook."""
 
-    def __init__(self, agent: ToolAgent, *, search: bool = False) -> None:
+    def __init__(self, agent: ToolAgent, *, search: bool = False, caller: Caller | None = None) -> None:
         self.agent = agent
         self.search = search
+        self.caller = caller or Caller(CALLER_ID, "mcp-stdio")   # what [callers.mcp] and the audit name
         self.bus = InMemorySubscriptionBus()
         self._listed = self._signature(agent.registry.snapshot)
         self._sessions: dict[str, tuple[ServerSession, float]] = {}   # handshake-era clients that listed tools
@@ -216,7 +223,7 @@ class Bridge:
             return types.ListToolsResult(tools=_meta_tools(), ttl_ms=0)
         cursor = params.cursor if params is not None else None
         try:
-            page = self.agent.list_tools(page_size=0, page_token=cursor or "")
+            page = self.agent.list_tools(caller=self.caller, page_size=0, page_token=cursor or "")
         except LimitExceeded as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
         tools = [types.Tool.model_validate(schema.mcp_tool(t)) for t in page.tools]
@@ -262,7 +269,8 @@ class Bridge:
         if extra:
             return _error(f"{FIND_TOOLS}: unknown parameter(s) {', '.join(extra)}: it takes intent, top_k")
         try:
-            reply = await anyio.to_thread.run_sync(self.agent.match, intent, int(top_k))
+            reply = await anyio.to_thread.run_sync(
+                functools.partial(self.agent.match, intent, int(top_k), caller=self.caller))
         except LimitExceeded as exc:
             return _error(f"{FIND_TOOLS}: parameter intent: {exc.message}")
         if not reply.found:
@@ -315,7 +323,8 @@ class Bridge:
         wants_progress = isinstance(((ctx.params or {}).get("_meta") or {}).get("progressToken"), str | int)
         out = _Output(ctx, tool.constraints.max_output_bytes) if tool is not None and wants_progress else None
         try:
-            result = await self.agent.call(name, args, confirm_token=token, sink=out.sink if out else None)
+            result = await self.agent.call(name, args, confirm_token=token, sink=out.sink if out else None,
+                                           caller=self.caller)
         except LimitExceeded as exc:
             return _error(f"tool '{name}': {exc.message}; nothing ran")
         except PermissionDenied as exc:
@@ -605,10 +614,10 @@ async def _serve(roots: Sequence[str], stop: _Stop, *, http: socket.socket | Non
     config = config or Config()
     registry = Registry(roots, vocabulary=vocabulary, approval=approvals, embedder_loader=embedder_loader)
     agent = ToolAgent(registry, executors=Executors(config), threshold=threshold, limits=limits,
-                      confirm_by=config.confirm.by)
+                      policy=CallerPolicy(config.callers), confirm_by=config.confirm.by)
     if audit_path:
         agent.audit = AuditLog(audit_path, redactor=Redactor(config.secrets()))
-    bridge = Bridge(agent, search=search)
+    bridge = Bridge(agent, search=search, caller=Caller(CALLER_ID, "mcp-http" if http is not None else "mcp-stdio"))
     cache = CacheAgent(registry, poll_s=poll_s, state_path=state_path, on_swap=bridge.on_swap)
     snap = await cache.start(defer=True)
     bridge.listed(snap)   # the list a client sees first is this one: no list_changed for it

@@ -397,3 +397,23 @@ def test_sigterm_over_stdio_stops_the_call_in_flight_and_exits_cleanly(tools_roo
         server.wait()
         server.stdin.close()
         server.stdout.close()
+
+
+async def test_callers_mcp_limits_what_hosts_may_use_and_the_audit_names_the_caller(tools_root: Path,
+                                                                                   tmp_path: Path) -> None:
+    import json
+
+    config = tmp_path / "mcp.toml"
+    config.write_text('[approve]\ntools = ["shell-exec"]\n\n[callers.mcp]\ntools = ["file-*"]\n', encoding="utf-8")
+    audit = tmp_path / "audit.jsonl"
+    async with bitong_mcp(tmp_path, "stdio", "legacy", [tools_root], "--config", str(config),
+                          "--audit", str(audit)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"file-read", "file-stats"}   # file-write is not approved by this config
+        refused = await client.call_tool("shell-exec", {"cmd": "echo no"})
+        assert refused.is_error and "may not use tool 'shell-exec'" in _text(refused)
+        missing = await client.call_tool("file-read", {"path": str(tmp_path / "none")})
+        assert missing.is_error
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["caller"], e["caller_via"], e["tool"], e["outcome"]) for e in lines] == [
+        ("mcp", "mcp-stdio", "shell-exec", "refused"), ("mcp", "mcp-stdio", "file-read", "failed")]
