@@ -91,8 +91,11 @@ async def _measure(quick: bool) -> dict[str, Any]:
         config = Path(tmp) / "bench.toml"
         config.write_text('[approve]\ntools = ["bench-echo"]\n', encoding="utf-8")
         bitong_args = ["-m", "agent", "mcp", "--no-semantic", "--log-level", "WARNING"]
-        times: dict[str, list[float]] = {"bitong_call": [], "peer_call": [], "bitong_find": [], "peer_const": []}
-        async with _client([*bitong_args, "--tools", str(root), "--config", str(config)], errlog) as bitong, \
+        times: dict[str, list[float]] = {"bitong_call": [], "bitong_call_nobox": [], "peer_call": [],
+                                         "bitong_find": [], "peer_const": []}
+        served = [*bitong_args, "--tools", str(root), "--config", str(config)]
+        async with _client(served, errlog) as bitong, \
+                _client([*served, "--sandbox", "off"], errlog) as nobox, \
                 _client([*bitong_args, "--search"], errlog) as search, \
                 _client([str(PEER_SCRIPT)], errlog) as peer:
             check = await bitong.call_tool("bench-echo", {})
@@ -101,6 +104,7 @@ async def _measure(quick: bool) -> dict[str, Any]:
                 raise RuntimeError(f"bench-echo did not answer hello: {check}")
             calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                 ("bitong_call", lambda: bitong.call_tool("bench-echo", {})),
+                ("bitong_call_nobox", lambda: nobox.call_tool("bench-echo", {})),
                 ("peer_call", lambda: peer.call_tool("echo", {})),
                 ("bitong_find", lambda: search.call_tool("find_tools", {"intent": "在服务器上执行一条shell命令"})),
                 ("peer_const", lambda: peer.call_tool("const", {})),
@@ -115,6 +119,46 @@ async def _measure(quick: bool) -> dict[str, Any]:
             **{k: {"p50_ms": statistics.median(v), "p99_ms": _pct(v, 0.99), "n": len(v)} for k, v in times.items()}}
 
 
+def _in_process(quick: bool) -> dict[str, float]:
+    """ToolAgent.call of bench-echo in this process (no MCP, no gRPC) against subprocess.run of the same
+    echo: how much of a call is bitong's executor (reaper, PID namespace, sandbox) rather than the bridge."""
+    import asyncio
+    import subprocess
+
+    sys.path.insert(0, str(REPO))
+    from agent.approval import Grant, Policy
+    from agent.executors import Executors, sandbox
+    from agent.registry import Registry
+    from agent.service import ToolAgent
+
+    n = 30 if quick else 120
+    with tempfile.TemporaryDirectory(prefix="bitong-bench-mcp-") as tmp:
+        (Path(tmp) / "bench-echo").mkdir()
+        (Path(tmp) / "bench-echo" / "TOOL.hdlp").write_text(ECHO_TOOL, encoding="utf-8")
+        sandbox.configure("auto", hidden=[])
+        registry = Registry([tmp], approval=Policy((Grant("bench-echo"),), "bench"))
+        registry.rescan()
+        agent = ToolAgent(registry, executors=Executors(None))
+
+        async def calls() -> list[float]:
+            out = []
+            for _ in range(n):
+                start = time.perf_counter()
+                result = await agent.call("bench-echo", {})
+                out.append((time.perf_counter() - start) * 1000)
+                if not result.ok:
+                    raise RuntimeError(f"bench-echo failed in process: {result.error}")
+            return out
+
+        agent_ms = asyncio.run(calls())
+    spawn_ms = []
+    for _ in range(n):
+        start = time.perf_counter()
+        subprocess.run(["echo", "hello"], capture_output=True, check=True)
+        spawn_ms.append((time.perf_counter() - start) * 1000)
+    return {"agent_call_p50_ms": statistics.median(agent_ms), "subprocess_run_p50_ms": statistics.median(spawn_ms)}
+
+
 def _row(what: str, bitong: float, peer: float, peer_name: str, target: str, met: bool | None,
          note: str = "") -> dict[str, Any]:
     return {"what": what, "unit": "ms", "bitong": bitong, "peer": peer, "peer_name": peer_name,
@@ -125,6 +169,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     import anyio
 
     measured = anyio.run(_measure, quick)
+    local = _in_process(quick)
+    measured["in_process"] = local
     call_b, call_p = measured["bitong_call"], measured["peer_call"]
     ratio = call_b["p50_ms"] / call_p["p50_ms"]
     sdk = "MCP SDK MCPServer echo (subprocess.run)"
@@ -133,6 +179,11 @@ def run(quick: bool = False) -> dict[str, Any]:
              f"<= {TARGET_CALL_RATIO}x peer", ratio <= TARGET_CALL_RATIO,
              "bitong: validation, reaper PID namespace, sandbox where the kernel allows"),
         _row("MCP tools/call echo, stdio, 1 in flight, p99", call_b["p99_ms"], call_p["p99_ms"], sdk, "", None),
+        _row("MCP tools/call echo, stdio, --sandbox off, p50", measured["bitong_call_nobox"]["p50_ms"],
+             call_p["p50_ms"], sdk, "", None, "the bridge and the reaper without the OS sandbox's set-up"),
+        _row("ToolAgent.call echo in process (no MCP), p50", local["agent_call_p50_ms"],
+             local["subprocess_run_p50_ms"], "subprocess.run echo", "", None,
+             "the executor's own cost (what the MCP rows include on bitong's side)"),
         _row("MCP find_tools (--search, 7 tools, lexical), p50", measured["bitong_find"]["p50_ms"],
              measured["peer_const"]["p50_ms"], "MCP SDK MCPServer const (no work)", "", None,
              "the price of picking a tool instead of listing every schema"),
