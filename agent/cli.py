@@ -467,7 +467,15 @@ def cmd_tools(args: argparse.Namespace) -> int:
             return _rpc_error(exc, args.server)
     else:
         reply = _local_agent(args).list_tools()
-    if args.json:
+    fmt = getattr(args, "format", None)
+    if fmt:
+        from .mcp import schema
+
+        print(json.dumps(schema.export(list(reply.tools), fmt), ensure_ascii=False, indent=2))
+        for err in reply.errors:   # the export on stdout stays clean JSON
+            where = f"{err.path}:{err.line}:{err.column}" if err.line else err.path
+            print(f"error: {where}: {err.message}", file=sys.stderr)
+    elif args.json:
         print(json.dumps([_to_json(t) for t in reply.tools], ensure_ascii=False, indent=2))
     else:
         for tool in reply.tools:
@@ -705,6 +713,41 @@ def cmd_serve(args: argparse.Namespace) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"bitong: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """bitong mcp: the registry as an MCP server (needs the mcp extra)."""
+    try:
+        from .mcp import bridge
+    except ImportError as exc:
+        print(f"bitong: bitong mcp needs the MCP SDK ({exc.name} is missing): pip install 'bitong[mcp]'",
+              file=sys.stderr)
+        return EXIT_USAGE
+    http = None
+    if args.http:
+        try:
+            http = bridge.parse_http(args.http)
+        except ValueError as exc:
+            print(f"bitong: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    _sandbox(args)
+    config = _config(args)
+    import anyio
+
+    async def main() -> None:
+        await bridge.serve(_roots(args), http=http, config=config, vocabulary=_vocabulary(args),
+                           embedder_loader=_embedder_loader(args), threshold=args.threshold,
+                           state_path=args.state, poll_s=args.poll, limits=_limits(args), search=args.search,
+                           audit_path=args.audit)
+
+    try:
+        anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+    except OSError as exc:   # the HTTP port (or the audit file) cannot be opened as asked
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 
@@ -952,6 +995,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
+    p.add_argument("--format", choices=("json-schema", "openai", "mcp"), default=None,
+                   help="print each tool's schema for another ecosystem: json-schema (a JSON Schema 2020-12 "
+                        "document per tool), openai (function-calling tools), mcp (a tools/list result, as "
+                        "bitong mcp lists them); default: the table")
     client(p)
     p.set_defaults(func=cmd_tools)
 
@@ -968,6 +1015,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="how it runs (default shell); python also writes handler.py")
     p.add_argument("--dir", default=".", metavar="DIR", help="the tools root to make it in (default .)")
     p.set_defaults(func=cmd_init)
+    p = sub.add_parser("mcp", parents=[common],
+                       help="serve the tools to MCP hosts (Claude Desktop, Claude Code, ...): stdio, or --http")
+    roots(p)
+    p.add_argument("--http", metavar="HOST:PORT", default=None,
+                   help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port; "
+                        "no authentication: keep it on 127.0.0.1)")
+    p.add_argument("--search", action="store_true",
+                   help="list only find_tools and call_tool (for big registries: a few hundred tokens of "
+                        "context instead of every schema)")
+    p.add_argument("--state", metavar="FILE", default=None,
+                   help="keep the registry snapshot here, so a restart re-reads only what changed")
+    p.add_argument("--poll", type=float, default=0.5, help="poll interval where inotify is unavailable (s)")
+    p.add_argument("--audit", metavar="FILE", help="append one JSON line per call to FILE (the audit trail)")
+    for option, dest, text in _LIMIT_OPTIONS:
+        p.add_argument(option, dest=dest, type=int, default=None, metavar="N", help=text)
+    p.set_defaults(func=cmd_mcp)
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
@@ -1030,7 +1093,8 @@ _EXAMPLES: dict[str, tuple[str, ...]] = {
               "bitong match 'show disk usage' --server unix:/run/bitong.sock --json"),
     "call": ("bitong call shell-exec cmd='df -h /' --server 127.0.0.1:50151",
              "bitong call file-stats path=/var/log recursive:=true --stream"),
-    "tools": ("bitong tools --server unix:/run/bitong.sock --json",),
+    "tools": ("bitong tools --server unix:/run/bitong.sock --json", "bitong tools --format openai > tools.json"),
+    "mcp": ("bitong mcp --tools ./tools --search", "bitong mcp --tools ./tools --http 127.0.0.1:8765"),
     "show": ("bitong show file-stats",),
     "init": ("bitong init disk-report --executor python --dir ./tools",),
     "lint": ("bitong lint ./tools",),
@@ -1044,7 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)   # --help and --version exit here, before logging is imported
     import logging
 
-    level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
+    level = args.log_level or ("INFO" if args.command in ("serve", "mcp") else "WARNING")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     try:
