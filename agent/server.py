@@ -317,7 +317,7 @@ class Sidecar:
                 raise OSError(exc.errno, f"--metrics {self.metrics_listen}: cannot listen: {exc.strerror}") from None
         spans = None
         provider = self.tracer_provider
-        if provider is None and tracing.available() and tracing.configure_from_env():
+        if provider is None and tracing.configure_from_env():
             from opentelemetry import trace
 
             provider = trace.get_tracer_provider()
