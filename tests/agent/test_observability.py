@@ -284,3 +284,13 @@ def test_otel_variables_configure_the_exporter_of_bitong_serve(tools_root: Path,
     assert '"name": "bitong.v1.ToolAgent/Call"' in out, out[-2000:]
     assert f'"trace_id": "0x{trace_id}"' in out and '"service.name": "bitong-under-test"' in out
     assert '"bitong.outcome": "ok"' in out
+
+
+@pytest.mark.parametrize(("value", "why"), [("9464", "give HOST:PORT"), ("127.0.0.1:99999", "out of range")])
+def test_a_bad_metrics_address_is_one_line_and_exit_2(tools_root: Path, tmp_path: Path, value: str, why: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "agent", "serve", "--tools", str(tools_root), "--listen",
+                          f"unix:{tmp_path}/x.sock", "--no-semantic", "--admin-socket", "off", "--metrics", value],
+                         capture_output=True, text=True, timeout=60, check=False, env=_env())
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bitong: --metrics {value}: ") and why in last and "Traceback" not in run.stderr
