@@ -87,6 +87,7 @@ class Metrics:
         self.reloads = Counter("bitong_registry_reloads", "Snapshot swaps since start (files changed, vectors in)",
                                registry=r)
         self.generation = Gauge("bitong_registry_generation", "The current snapshot's generation", registry=r)
+        self.watchers = Gauge("bitong_watchers", "WatchTools streams open now", registry=r)
         for found in ("true", "false"):
             self.matches.labels(found)   # both series exist from the start: a found rate is computable at once
         self._server: WSGIServer | None = None

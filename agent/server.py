@@ -309,6 +309,7 @@ class Sidecar:
             from .metrics import Metrics
 
             metrics = Metrics()
+            metrics.watchers.set_function(lambda: len(self.watch))
             try:
                 self.metrics_url = metrics.serve(self.metrics_listen)
             except ValueError as exc:

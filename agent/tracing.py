@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,19 +65,37 @@ def configure_from_env() -> str | None:
         if name == "console":
             exporter = ConsoleSpanExporter()
         elif name == "otlp":
-            try:
-                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-            except ImportError:
-                log.warning("OTEL_TRACES_EXPORTER=otlp needs opentelemetry-exporter-otlp-proto-grpc: "
-                            "pip install 'bitong[otel]'; serving without it")
+            otlp = _otlp_exporter(env)
+            if otlp is None:
                 continue
-            exporter = OTLPSpanExporter()
+            exporter = otlp
         else:
             log.warning("OTEL_TRACES_EXPORTER=%s: bitong knows otlp, console and none; ignored", name)
             continue
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return ", ".join(names)
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> Any:
+    """The OTLP exporter for OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: grpc (the default, in the extra) or
+    http/protobuf (opentelemetry-exporter-otlp-proto-http, installed separately); None with a warning."""
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc").strip()
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as OverGrpc
+
+            return OverGrpc()
+        if protocol == "http/protobuf":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as OverHttp
+
+            return OverHttp()
+    except ImportError:
+        package = "opentelemetry-exporter-otlp-proto-" + ("grpc" if protocol == "grpc" else "http")
+        log.warning("OTLP over %s needs %s (pip install %s); serving without traces", protocol, package, package)
+        return None
+    log.warning("OTLP protocol %s: bitong knows grpc and http/protobuf; serving without traces", protocol)
+    return None
 
 
 class Tracing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import selectors
 import signal
 import subprocess
@@ -59,7 +60,9 @@ async def test_a_real_scrape_counts_calls_by_outcome_matches_bytes_and_the_regis
         watch = bt.watch()
         while "late" not in (await asyncio.wait_for(anext(watch), WAIT_S)).added:
             pass
+        watching = await asyncio.to_thread(_scrape, car.metrics_url)
         await watch.aclose()
+    assert watching[("bitong_watchers", ())] == 1
 
     got = await asyncio.to_thread(_scrape, car.metrics_url)
 
@@ -200,20 +203,31 @@ asyncio.run(main())
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
 
 
 # ---------------------------------------------------------------- JSON logs
 
 def _first_line(proc: subprocess.Popen[str]) -> str:
+    return _stdout_lines(proc, 1)[0]
+
+
+def _stdout_lines(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """The server's first ``count`` stdout lines, read from the descriptor itself (a buffered readline may
+    swallow the next line, which select() then never reports), without hanging if they never come."""
     assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    data = b""
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(WAIT_S):
-            raise AssertionError("bitong serve printed nothing")
-    return proc.stdout.readline()
+        sel.register(fd, selectors.EVENT_READ)
+        while data.count(b"\n") < count:
+            if not sel.select(WAIT_S):
+                raise AssertionError(f"bitong serve printed {data!r} and nothing more")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise AssertionError(f"bitong serve ended after printing {data!r}")
+            data += chunk
+    return data.decode().splitlines()
 
 
 def test_json_logs_carry_a_request_id_per_call(tools_root: Path, tmp_path: Path) -> None:
@@ -223,9 +237,8 @@ def test_json_logs_carry_a_request_id_per_call(tools_root: Path, tmp_path: Path)
                                "--metrics", "127.0.0.1:0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     try:
-        line = _first_line(server)
+        line, metrics_line = _stdout_lines(server, 2)
         assert line.startswith("bitong: serving on "), (line, server.poll())
-        metrics_line = _first_line(server)
         assert metrics_line.startswith("bitong: metrics on http://127.0.0.1:"), metrics_line
 
         async def calls() -> None:
