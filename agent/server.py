@@ -40,7 +40,7 @@ from .executors import Executors
 from .executors.base import STDOUT
 from .executors.sandbox import Sandbox
 from .identity import Authenticator, Caller, Unauthenticated
-from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of
+from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of, is_loopback
 from .observe import Observer
 from .peercred import UnixFront
 from .registry import Registry
@@ -316,6 +316,9 @@ class Sidecar:
                 raise ListenError(str(exc)) from None
             except OSError as exc:
                 raise OSError(exc.errno, f"--metrics {self.metrics_listen}: cannot listen: {exc.strerror}") from None
+            if not is_loopback(self.metrics_listen):
+                log.warning("metrics on %s, not a loopback address: anyone who can reach it reads the tool names "
+                            "and call counts (no authentication on /metrics)", self.metrics_url)
         spans = None
         provider = self.tracer_provider
         if provider is None and tracing.configure_from_env():
