@@ -160,3 +160,21 @@ def test_bad_params_and_half_a_client_certificate_are_refused_before_sending() -
         Client("127.0.0.1:1", tls_ca="/nonexistent.pem")
     with Client("127.0.0.1:1") as bt, pytest.raises(BitongError, match="params must be JSON-like"):
         bt.call("shell-exec", {"cmd": object()})
+
+
+async def test_mtls_with_the_clients_certificate_and_a_connection_error_without_one(
+        start_sidecar: Any, tmp_path: Path) -> None:
+    from agent.listen import Security
+    from tests.agent.certs import CA
+
+    ca = CA(tmp_path)
+    server = ca.issue("localhost", server=True)
+    client = ca.issue("agent-a")
+    car = await start_sidecar("127.0.0.1:0", security=Security(tls_cert=str(server.cert), tls_key=str(server.key),
+                                                               tls_client_ca=str(ca.path)))
+    target = f"localhost:{car.port}"
+    async with AsyncClient(target, tls_ca=str(ca.path), tls_cert=str(client.cert), tls_key=str(client.key)) as bt:
+        assert (await bt.call("shell-exec", {"cmd": "echo mtls"})).output == b"mtls\n"
+    async with AsyncClient(target, tls_ca=str(ca.path), tls_cert="", tls_key="") as bt:   # no certificate
+        with pytest.raises(bitong.ConnectionError, match=f"cannot reach bitong at {target}"):
+            await bt.call("shell-exec", {"cmd": "echo no"}, timeout=10)
