@@ -10,7 +10,9 @@ the network). Rounds interleave, order alternating, so other work on a shared
 machine falls on both alike. Reported: Call p50 of ``echo hello`` and Match
 p50, one request in flight; the ratio is observed / plain. The target is at
 most 10% more on a Call (a span, a few counters, a request id and one more log
-line's JSON) and on a Match.
+line's JSON) and on a Match. ``BENCH_OBSERVE_PARTS=metrics`` (or ``json``,
+``otel``, comma-separated) turns on only those parts in the observed server,
+to see which one costs what.
 """
 
 from __future__ import annotations
@@ -50,13 +52,17 @@ why: the observability benchmark
 TARGET = 1.10
 
 
-def _serve(root: Path, sock: Path, log: Path, observed: bool) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(root: Path, sock: Path, log: Path, observed: bool, parts: str = "metrics,json,otel"
+           ) -> tuple[subprocess.Popen[bytes], str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "agent", "serve", "--no-semantic", "--tools", str(root), "--listen", f"unix:{sock}",
             "--admin-socket", "off", "--log-level", "INFO"]
-    if observed:
-        argv += ["--metrics", "127.0.0.1:0", "--log-format", "json"]
+    if observed and "metrics" in parts:
+        argv += ["--metrics", "127.0.0.1:0"]
+    if observed and "json" in parts:
+        argv += ["--log-format", "json"]
+    if observed and "otel" in parts:
         env["OTEL_TRACES_EXPORTER"] = "console"
     out = open(log, "wb")   # spans (console exporter) and the serving line; stderr: the log lines
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=open(log.with_suffix(".err"), "wb"))
@@ -75,7 +81,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         root = Path(tmp) / "tools"
         (root / "bench-echo").mkdir(parents=True)
         (root / "bench-echo" / "TOOL.hdlp").write_text(TOOL)
-        servers = {name: _serve(root, Path(tmp) / f"{name}.sock", Path(tmp) / f"{name}.out", name == "observed")
+        parts = os.environ.get("BENCH_OBSERVE_PARTS", "metrics,json,otel")
+        servers = {name: _serve(root, Path(tmp) / f"{name}.sock", Path(tmp) / f"{name}.out", name == "observed", parts)
                    for name in ("plain", "observed")}
         try:
             stubs = {k: pb_grpc.ToolAgentStub(grpc.insecure_channel(addr)) for k, (_, addr) in servers.items()}
