@@ -48,6 +48,7 @@ async def test_the_blocking_client_matches_calls_streams_and_lists(start_sidecar
                 "bad": bt.call("shell-exec", {}),
                 "stream": list(bt.stream("shell-exec", {"cmd": "printf 'a\\n'; printf 'b\\n' >&2; printf 'c\\n'"})),
                 "tools": bt.tools(),
+                "watch": _first_and_close(bt.watch()),
             }
 
     got = await asyncio.to_thread(use)
@@ -67,6 +68,15 @@ async def test_the_blocking_client_matches_calls_streams_and_lists(start_sidecar
     assert (out, err) == (b"a\nc\n", b"b\n")
     names = [t.name for t in got["tools"].tools]
     assert names == sorted(names) and "shell-exec" in names and "file-read" in names
+    watched: pb.ToolsChanged = got["watch"]
+    assert watched.initial and list(watched.added) == names and watched.tool_count == len(names)
+
+
+def _first_and_close(watch: Any) -> pb.ToolsChanged:
+    """The first message of a blocking watch; closing the generator cancels the stream."""
+    first: pb.ToolsChanged = next(watch)
+    watch.close()
+    return first
 
 
 async def test_timeout_stops_the_tool_and_the_result_says_so(start_sidecar: Any, tmp_path: Path) -> None:
