@@ -113,8 +113,9 @@ def _config(args: argparse.Namespace) -> Any:
 def _sandbox(args: argparse.Namespace) -> None:
     """Decide the OS sandbox once (--sandbox); ``required`` without one stops the command with the reason.
     The server's own files (its config, its state file, its unix socket) are hidden from every tool."""
-    from .executors import sandbox
+    from .executors import sandbox, shell
 
+    shell.set_state_dir(getattr(args, "state_dir", None))
     try:
         listen = str(getattr(args, "listen", "") or "")
         own = [getattr(args, "config", None), getattr(args, "state", None), getattr(args, "audit", None),
@@ -147,9 +148,16 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
 
     from . import approval
 
+    import dataclasses
+
+    from .config import Config
+
     _sandbox(args)
     config = _config(args)
-    executors = Executors(config)
+    # One call and the process ends: a zygote (~70 ms to start) would cost more than the one fresh
+    # interpreter (~45 ms) it saves.
+    base = config if config is not None else Config()
+    executors = Executors(dataclasses.replace(base, python=dataclasses.replace(base.python, zygote=False)))
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
                         embedder=_embedder(args) if matching else None,
                         approval=config.approve if config is not None else approval.development())
@@ -173,8 +181,12 @@ class _Remote:
 
         from bitong.v1 import agent_pb2_grpc as pb_grpc
 
-        from .listen import grpc_address
+        from .listen import ListenError, grpc_address, parse
 
+        try:
+            parse(args.server)
+        except ListenError as exc:
+            raise SystemExit(f"bitong: {str(exc).replace('--listen', '--server', 1)}") from None
         ca = _option(args, "tls_ca", "BITONG_TLS_CA")
         cert = _option(args, "tls_cert", "BITONG_TLS_CERT")
         key = _option(args, "tls_key", "BITONG_TLS_KEY")
@@ -222,12 +234,18 @@ def _token(args: argparse.Namespace) -> str:
     return os.environ.get("BITONG_TOKEN", "").strip()
 
 
-def _rpc_error(exc: Exception) -> int:
-    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2."""
+def _rpc_error(exc: Exception, server: str = "") -> int:
+    """A refused RPC (unauthenticated, permission denied, ...) as one line and exit status 1 or 2;
+    a sidecar that cannot be reached as one line that says where it was looked for and what to try."""
     import grpc
 
     if isinstance(exc, grpc.RpcError):
         code = exc.code()
+        if code == grpc.StatusCode.UNAVAILABLE and server:
+            detail = (exc.details() or "").rsplit(": ", 1)[-1].strip(" ]") or "unavailable"
+            print(f"bitong: cannot reach a bitong sidecar at {server} ({detail}): is `bitong serve` running and "
+                  f"listening there? --server takes host:port or unix:/path", file=sys.stderr)
+            return EXIT_FAILED
         print(f"bitong: {code.name if code else 'error'}: {exc.details()}", file=sys.stderr)
         return EXIT_USAGE if code == grpc.StatusCode.INVALID_ARGUMENT else EXIT_FAILED
     raise exc
@@ -264,7 +282,7 @@ def cmd_match(args: argparse.Namespace) -> int:
         try:
             return _match(args)
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
     from .service import LimitExceeded   # in process only: --server never loads the service (nor the matcher)
 
     try:
@@ -276,13 +294,15 @@ def cmd_match(args: argparse.Namespace) -> int:
 
 def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
+    # A person reading found=false is told why (the near misses and what was missing), --explain or not.
+    explain = args.explain or (not args.json and args.query != "-")
     if args.server:
         remote = _Remote(args)
         ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
-                                                          explain=args.explain), metadata=remote.metadata)
+                                                          explain=explain), metadata=remote.metadata)
     else:
         agent = _local_agent(args, matching=True)
-        ask = lambda q: agent.match(q, args.top_k, explain=args.explain)  # noqa: E731
+        ask = lambda q: agent.match(q, args.top_k, explain=explain)  # noqa: E731
     if args.query == "-":
         for raw in sys.stdin:
             query = raw.rstrip("\r\n")
@@ -296,14 +316,14 @@ def _match(args: argparse.Namespace) -> int:
         return 0 if reply.found else EXIT_FAILED
     if not reply.found:
         print(f"found: false  suggestion: {reply.suggestion}")
-    shown = list(reply.candidates) or (list(reply.near_misses) if args.explain else [])
+    shown = list(reply.candidates) or list(reply.near_misses)
     for rank, c in enumerate(shown, 1):
         mark = "" if reply.found else "  (under the threshold)"
         line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}{mark}"
         if args.explain:
             line += f"\n   matched: {', '.join(c.matched_terms) or '-'}"
         print(line)
-    if args.explain and reply.explanation:
+    if reply.explanation and (args.explain or not reply.found):
         print(f"why: {reply.explanation}")
     return 0 if reply.found else EXIT_FAILED
 
@@ -355,6 +375,13 @@ def _print_result(result: pb.CallResult, as_json: bool) -> int:
     return result.exit_code if 0 < result.exit_code < 256 else EXIT_FAILED
 
 
+def _write(stream: int, data: bytes) -> None:
+    """One chunk of a streamed call, to our stdout or stderr as the tool wrote it."""
+    out = sys.stderr.buffer if stream == 2 else sys.stdout.buffer   # OutputChunk.STDERR
+    out.write(data)
+    out.flush()
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     params = _call_params(args.params)
     if args.server:
@@ -368,24 +395,36 @@ def cmd_call(args: argparse.Namespace) -> int:
             struct = struct_pb2.Struct()
             struct.update(params)
             request = pb.CallRequest(tool=args.tool, params=struct, confirm_token=token)
-            reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
-            return reply
+            if not args.stream:
+                reply: pb.CallResult = remote.stub.Call(request, timeout=args.timeout, metadata=remote.metadata)
+                return reply
+            final = pb.CallResult()
+            for event in remote.stub.StreamCall(request, timeout=args.timeout, metadata=remote.metadata):
+                if event.HasField("chunk"):
+                    _write(event.chunk.stream, event.chunk.data)
+                else:
+                    final = event.result
+            return final
 
         try:
             result = send(args.confirm or "")
             if result.needs_confirmation and args.yes and result.confirm_token:
                 result = send(result.confirm_token)
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
         return _print_result(result, args.json)
 
     from .service import LimitExceeded
 
+    async def sink(stream: int, data: bytes) -> None:
+        _write(stream, data)
+
     async def local() -> pb.CallResult:
         agent = _local_agent(args)
-        result = await agent.call(args.tool, params, confirm_token=args.confirm or "")
+        chunks = sink if args.stream else None
+        result = await agent.call(args.tool, params, confirm_token=args.confirm or "", sink=chunks)
         if result.needs_confirmation and args.yes and result.confirm_token:
-            result = await agent.call(args.tool, params, confirm_token=result.confirm_token)
+            result = await agent.call(args.tool, params, confirm_token=result.confirm_token, sink=chunks)
         return result
 
     try:
@@ -425,7 +464,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
                 if not token:
                     break
         except grpc.RpcError as exc:
-            return _rpc_error(exc)
+            return _rpc_error(exc, args.server)
     else:
         reply = _local_agent(args).list_tools()
     if args.json:
@@ -437,6 +476,52 @@ def cmd_tools(args: argparse.Namespace) -> int:
         for err in reply.errors:
             where = f"{err.path}:{err.line}:{err.column}" if err.line else err.path  # a tools root has no line
             print(f"error: {where}: {err.message}", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One tool as a page: from the sidecar (--server) or the tools roots."""
+    from .toolpage import render
+
+    if args.server:
+        import grpc
+
+        remote = _Remote(args)
+        token = ""
+        try:
+            while True:
+                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
+                tool = next((t for t in page.tools if t.name == args.tool), None)
+                token = page.next_page_token
+                if tool is not None or not token:
+                    break
+        except grpc.RpcError as exc:
+            return _rpc_error(exc, args.server)
+    else:
+        tool = next((t for t in _local_agent(args).list_tools().tools if t.name == args.tool), None)
+    if tool is None:
+        print(f"bitong: no tool named {args.tool!r} (bitong tools lists them)", file=sys.stderr)
+        return EXIT_FAILED
+    print(render(tool))
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import ScaffoldError, create
+
+    try:
+        written = create(args.name, args.executor, args.dir)
+    except (ScaffoldError, OSError) as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(f"wrote {path}")
+    folder = os.path.dirname(written[0])
+    print(f"next: replace each TODO, then `bitong lint {folder}`; serve it with "
+          f"`bitong serve --tools {os.path.dirname(folder) or '.'}`")
+    if args.executor == "http":
+        print(f"it declares network: a server serves it once its --config approves it ([approve] tools = "
+              f"[\"{args.name}\"]; see `bitong audit {folder}`)")
     return 0
 
 
@@ -475,6 +560,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     With --audit, a tool declaring a sensitive permission the approvals in
     force (--config, or the development default) do not grant is an error too.
     """
+    from .lint import problems as runnable
+
     policy = _approvals(args) if args.audit else None
     failed = 0
     checked = 0
@@ -491,9 +578,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 print(exc)
                 failed += 1
                 continue
+            found = runnable(tool)   # what would fail at the first call: handler.py, methods, commands
+            for problem in found:
+                print(problem)
+            failed += bool(found)
             if policy is not None and policy.unapproved(tool):
                 print(f"{path}: unapproved {', '.join(policy.unapproved(tool))}: {policy.refusal(tool)}")
-                failed += 1
+                failed += not found
     print(f"bitong lint: {checked} checked, {failed} with errors", file=sys.stderr)
     return EXIT_FAILED if failed else 0
 
@@ -573,7 +664,13 @@ def _limits(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .listen import ListenError, Security
+    from .listen import ListenError, Security, parse
+
+    try:
+        parse(args.listen)   # before anything loads: a wrong address is a usage error, said at once
+    except ListenError as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     from .peercred import parse_mode
     from .server import serve
 
@@ -601,8 +698,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
                    admin_socket=_admin_socket(args), approvals_http=_approvals_http(args), metrics=args.metrics))
-    except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
+    except ListenError as exc:
         print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:   # the listener (or the audit file) cannot start as asked: the OS's reason, no errno
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"bitong: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     return 0
 
@@ -773,6 +874,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="the calibrated score below which Match says found=false (default 0.5)")
         p.add_argument("--config", metavar="FILE",
                        help="the TOML config: endpoints, where tokens come from, defaults (see README)")
+        p.add_argument("--state-dir", metavar="DIR", default=None,
+                       help="where tools installed in site-packages keep their runtime/ files (default: "
+                            "$STATE_DIRECTORY, $XDG_STATE_HOME/bitong, ~/.local/state/bitong; root: /var/lib/bitong)")
 
     p = sub.add_parser("serve", parents=[common], help="run the gRPC sidecar")
     roots(p)
@@ -845,6 +949,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm", metavar="TOKEN", help="the confirm_token of an earlier call (with --server)")
     p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
+    p.add_argument("--stream", action="store_true",
+                   help="print the output as the tool writes it (StreamCall), not when it ends; no output cap")
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
@@ -852,6 +958,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON array (protobuf JSON mapping), sorted by name")
     client(p)
     p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("show", parents=[common], help="one tool as a readable page: what, params, permissions, "
+                                                       "examples")
+    roots(p)
+    p.add_argument("tool", metavar="TOOL")
+    client(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("init", parents=[common], help="scaffold a new tool folder that passes lint")
+    p.add_argument("name", metavar="NAME", help="the tool's name (and its folder's)")
+    p.add_argument("--executor", choices=("shell", "python", "http"), default="shell",
+                   help="how it runs (default shell); python also writes handler.py")
+    p.add_argument("--dir", default=".", metavar="DIR", help="the tools root to make it in (default .)")
+    p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("lint", parents=[common], help="check TOOL.hdlp files: path:line:col: message")
     p.add_argument("paths", nargs="+", metavar="DIR")
@@ -883,7 +1003,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the lines as stored (JSON lines)")
     p.add_argument("--no-rotated", action="store_true", help="read FILE only, not FILE.1 ... FILE.N")
     p.set_defaults(func=cmd_audit_log)
+    for action in sub._choices_actions:   # each subcommand's own --help: its one line, defaults, an example
+        command = sub.choices[action.dest]
+        command.description = action.help
+        command.formatter_class = _HelpFormatter
+        command.epilog = "example:\n" + "\n".join(f"  {line}" for line in _EXAMPLES.get(action.dest, ()))
+    top.formatter_class = _HelpFormatter
+    top.epilog = "run `bitong COMMAND --help` for a command's options and an example"
     return top
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option with its default (unless its help already says it), the example kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings
+                or isinstance(default, list)):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "serve": ("bitong serve --tools ./tools --listen unix:/run/bitong.sock --state /var/lib/bitong/state.pb",),
+    "approve": ("bitong approve 7f3a9c --reason 'checked the diff'",),
+    "deny": ("bitong deny 7f3a9c --reason 'not on a Friday'",),
+    "pending": ("bitong pending --json",),
+    "match": ("bitong match '看看 /var/log 占了多少空间' --explain",
+              "bitong match 'show disk usage' --server unix:/run/bitong.sock --json"),
+    "call": ("bitong call shell-exec cmd='df -h /' --server 127.0.0.1:50151",
+             "bitong call file-stats path=/var/log recursive:=true --stream"),
+    "tools": ("bitong tools --server unix:/run/bitong.sock --json",),
+    "show": ("bitong show file-stats",),
+    "init": ("bitong init disk-report --executor python --dir ./tools",),
+    "lint": ("bitong lint ./tools",),
+    "audit": ("bitong audit ./tools --config prod.toml",),
+    "eval": ("bitong eval --tools ./tools my-phrasings.tsv -q",),
+    "audit-log": ("bitong audit-log /var/log/bitong/audit.jsonl --tool 'file-*' --since 2h",),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -212,6 +212,12 @@ class PythonSettings:
     """The ``python`` executor: which interpreter runs handlers."""
 
     interpreter: str = sys.executable
+    zygote: bool = True
+    """Fork each call from a pre-started interpreter per tool (zygote.py); False: a fresh one per call."""
+    zygotes: int = 8
+    """At most this many zygotes (one per tool profile), least recently used retired first."""
+    zygote_idle_s: float = 60.0
+    """A zygote with no call for this long exits (the next call starts another)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -429,12 +435,15 @@ def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
 
 
 def _python(path: str, table: Mapping[str, Any]) -> PythonSettings:
-    _known(path, "[python]", table, ("interpreter",))
+    _known(path, "[python]", table, ("interpreter", "zygote"))
     interpreter = _text(path, "[python] interpreter", table.get("interpreter", sys.executable))
     if not os.path.isabs(interpreter) or not os.access(interpreter, os.X_OK):
         raise ConfigError(f"{path}: [python] interpreter: expected the absolute path of an executable Python, "
                           f"found {interpreter!r}")
-    return PythonSettings(interpreter=interpreter)
+    zygote = table.get("zygote", True)
+    if not isinstance(zygote, bool):
+        raise ConfigError(f"{path}: [python] zygote: expected true or false, found {zygote!r}")
+    return PythonSettings(interpreter=interpreter, zygote=zygote)
 
 
 def _service(path: str, name: str, table: Mapping[str, Any]) -> Service:

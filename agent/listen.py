@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-__all__ = ["DEFAULT_LISTEN", "ListenError", "Security", "check", "grpc_address", "is_loopback", "host_of"]
+__all__ = ["DEFAULT_LISTEN", "ListenError", "Security", "check", "grpc_address", "is_loopback", "host_of", "parse"]
 
 DEFAULT_LISTEN = "127.0.0.1:50151"
 
@@ -78,8 +78,32 @@ def is_loopback(listen: str) -> bool:
                                for info in infos)
 
 
+def parse(listen: str) -> None:
+    """Refuse an address gRPC would misread (ListenError says what is wrong and what to write).
+
+    gRPC itself takes ``127.0.0.1`` (no port) or ``host:70000`` and listens
+    on a port of its choosing, or not at all: a sidecar must be where its
+    callers were told it is. Port 0 is allowed, spelt out: any free port,
+    printed at start (tests use it).
+    """
+    example = "host:port (127.0.0.1:50151, [::1]:50151) or unix:/path/to.sock"
+    if listen.startswith("unix:"):
+        if not listen[len("unix:"):].strip():
+            raise ListenError(f"--listen {listen!r}: a unix socket needs a path: {example}")
+        return
+    host, colon, port = listen.rpartition(":")
+    bare_v6 = ":" in host and not (host.startswith("[") and host.endswith("]"))
+    if not colon or bare_v6 or listen.endswith("]"):
+        raise ListenError(f"--listen {listen!r}: the port is missing: expected {example}")
+    if not port.isdigit():
+        raise ListenError(f"--listen {listen!r}: the port {port!r} is not a number: expected {example}")
+    if int(port) > 65535:
+        raise ListenError(f"--listen {listen!r}: port {int(port)} is out of range (0-65535; 0 picks a free port)")
+
+
 def check(listen: str, security: Security, *, tokens: bool) -> bool:
     """Refuse a listener that would let callers in unnamed (ListenError); True when calls will be anonymous."""
+    parse(listen)
     if bool(security.tls_cert) != bool(security.tls_key):
         raise ListenError("--tls-cert and --tls-key go together: give both (the server's certificate chain "
                           "and its private key)")

@@ -6,7 +6,9 @@ never by hand. Two tools, written the way the SDK's docs write them:
 * ``echo``: runs ``echo hello`` with ``subprocess.run`` (a sync tool, which the
   SDK runs in a worker thread), the twin of bitong's ``bench-echo`` tool;
 * ``const``: returns a constant (an async tool, no thread hop), the floor of
-  one MCP round trip, set against bitong's Match.
+  one MCP round trip, set against bitong's Match;
+* ``ok``: returns ``{"ok": 1}`` from a plain (sync) Python function, the
+  twin of bench_handler.py's python handler: the SDK calls it in process.
 
 The server runs under uvloop, the loop bitong itself runs on, so the loop is
 not what the comparison measures (the SDK's default asyncio loop measured
@@ -33,6 +35,12 @@ def echo() -> str:
 async def const() -> str:
     """Return a constant: one MCP round trip and nothing else."""
     return "hello"
+
+
+@server.tool()
+def ok() -> dict[str, int]:
+    """Return {"ok": 1}: a Python function called in the server's own process."""
+    return {"ok": 1}
 
 
 def main() -> None:

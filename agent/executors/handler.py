@@ -14,16 +14,35 @@ function takes the declared params by name and returns JSON-able data::
   the validated, coerced, normalized params as keyword arguments (absent
   optional params are left out, so the function's own defaults apply); it
   may be a coroutine function.
-* It never runs inside the server: each call is a fresh interpreter
-  (``python -I -S -B``, the worker in :mod:`.handler_worker`), started,
-  bounded and killed exactly like a shell tool (:func:`.shell.run_process`:
-  its own PID namespace, so whatever the handler starts goes with it, and
-  it dies with the server; the deadline, cancellation, the output cap,
-  streaming), so a handler that hangs, leaks or crashes takes nothing of
-  the server with it, and two calls never share state (seed 002 §4.3).
-  A call costs about 25 ms here (interpreter start-up and the ``json``
-  import are most of it); handlers do file and API work measured in the
-  same unit.
+* It never runs inside the server: each call is a fresh process, bounded
+  and killed exactly like a shell tool (the deadline, cancellation, the
+  output cap, streaming; everything it starts goes with it), so a handler
+  that hangs, leaks or crashes takes nothing of the server with it, and two
+  calls never share state (seed 002 §4.3). That process is forked from the
+  tool's *zygote* (:mod:`.zygote`, :mod:`.zygote_main`): a ``python -I -S
+  -B`` started once per tool profile (definition, sandbox options,
+  environment with its secrets), under ``_reaper`` and the tool's own OS
+  sandbox exactly as a one-shot worker is, with ``json`` and the compiler
+  warmed up. Each call is a fork of that same clean state, which reads
+  ``handler.py`` after the fork (a changed file is seen by the next call),
+  in a session and, where the kernel has Landlock scopes, a Landlock domain
+  of its own (it cannot signal another call or the zygote); what it leaves
+  behind is killed before the call returns. A call costs ~5 ms of CPU here
+  in all (the server, the zygote's fork, the call's process; a fresh
+  interpreter cost ~45 ms, most of it start-up and the ``json`` import);
+  benchmarks/bench_handler.py measures it against the MCP SDK's in-process
+  call.
+  Calls of one zygote share its private ``/tmp`` and ``/dev/shm``, as they
+  share ``runtime/`` (a one-shot worker has its own ``/tmp``).
+* Where no zygote runs, each call is a fresh interpreter (the worker in
+  :mod:`.handler_worker`, through :func:`.shell.run_process`): with
+  ``[python] zygote = false``; with ``[python] interpreter`` set to another
+  interpreter; where calls are contained by process group only (no PID
+  namespace); for a tool with ``max_procs`` in the sandbox (its pids cgroup
+  is made per call); in the in-process CLI commands (one call, then the
+  process ends); for a call whose deadline comes before its zygote is
+  ready; and for a minute after a profile's zygote failed to start
+  (logged).
 * Its working directory is the tool's ``runtime/`` folder (seed 002 §4.3,
   third pitfall); ``BITONG_TOOL_DIR`` is the tool's folder. The environment
   is the shell executor's minimal one (no server secrets), plus
@@ -50,6 +69,7 @@ import os
 import site
 import sys
 import tempfile
+import time
 from typing import Any
 from collections.abc import Mapping
 
@@ -63,6 +83,7 @@ from .base import STDERR, Outcome, Sink
 from . import sandbox as sandboxes
 from .reaper import Containment
 from .sandbox import Sandbox
+from .zygote import Zygotes
 from .shell import DEFAULT_MAX_OUTPUT, EXIT_CANNOT_RUN, child_env, run_process, secret_env
 
 __all__ = ["PythonExecutor", "HANDLER_FILE"]
@@ -72,7 +93,7 @@ _TAIL = 4096
 
 
 class PythonExecutor:
-    """``executor: python``. Holds only the worker's command line; one instance serves every call."""
+    """``executor: python``. Holds the worker's command line and the zygotes; one instance serves every call."""
 
     name = "python"
 
@@ -91,6 +112,11 @@ class PythonExecutor:
         self.containment = reaper.containment() if containment is None else containment
         self.sandbox = sandboxes.current() if sandbox is None else sandbox
         self.secrets = secrets or {}
+        # A zygote runs the server's own interpreter with -S (another interpreter keeps its own site setup,
+        # and its start-up cost is its own), and needs the PID namespace its warden's kills rely on.
+        self.zygotes: Zygotes | None = None
+        if own and self.containment.namespaced and settings.zygote:
+            self.zygotes = Zygotes(limit=settings.zygotes, idle_s=settings.zygote_idle_s)
         # What the interpreter reads to start (its prefix, the agent package, site-packages): readable even
         # for a tool whose fs_read_paths would hide them.
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix} if own else set()
@@ -100,6 +126,7 @@ class PythonExecutor:
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
         """One call in a fresh worker; see the module docstring and base.py."""
+        started = time.monotonic()
         src = tool.source_path
         if not src or src.startswith("<"):
             return Outcome(ok=False, exit_code=EXIT_CANNOT_RUN,
@@ -121,9 +148,11 @@ class PythonExecutor:
         tail = _Tail(sink) if sink is not None else None
         fd = _payload_fd(payload)
         try:
-            outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
-                                        stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
-                                        readable=self.readable)
+            outcome = await self._in_zygote(tool, fd, env, deadline, tail, started)
+            if outcome is None:
+                outcome = await run_process(tool, self.argv, deadline=deadline, sink=tail, use_pidfd=self.use_pidfd,
+                                            stdin=fd, env=env, containment=self.containment, sandbox=self.sandbox,
+                                            readable=self.readable, started=started)
         finally:
             os.close(fd)
         outcome.argv = tuple(self.argv)
@@ -132,6 +161,25 @@ class PythonExecutor:
         else:
             cap = tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT
             _explain(outcome, outcome.stderr, len(outcome.stderr) < cap, tool.method)
+        return outcome
+
+    async def _in_zygote(self, tool: ToolDef, fd: int, env: dict[str, str], deadline: float, sink: Sink | None,
+                         started: float) -> Outcome | None:
+        """The call forked by the profile's zygote; None where the one-shot worker must run it."""
+        if self.zygotes is None or deadline <= started:
+            return None
+        jail = self.sandbox
+        options: list[str] | None = None
+        if jail.active:
+            if tool.constraints.max_procs:
+                return None   # max_procs is a pids cgroup of the call's own, made by _reaper per call
+            options = jail.options(tool, self.argv, read=self.readable)
+        outcome = await self.zygotes.call(tool, self.argv, fd, env=env, deadline=deadline, sink=sink,
+                                          started=started, box=self.containment, options=options,
+                                          pass_fds=jail.pass_fds if options is not None else ())
+        if outcome is not None:
+            outcome.argv = tuple(self.argv)
+            outcome.sandboxed = options is not None
         return outcome
 
 

@@ -132,7 +132,7 @@ class Sandbox:
         opts = list(_options(self, tool.source_path, tool.content_sha256, tool.name, perms.fs_write,
                              tuple(perms.fs_read_paths), tuple(perms.fs_write_paths), perms.network, perms.exec,
                              tool.constraints.max_memory_mb, tool.constraints.max_procs, tool.constraints.cpu_s,
-                             argv[0], tuple(read), os.environ.get("PATH", os.defpath)))
+                             argv[0], tuple(read), os.environ.get("PATH", os.defpath), _state_dir()))
         if tool.constraints.max_procs and self.pids_root:
             opts += ["--pids-cgroup", os.path.join(self.pids_root, f"bitong-{os.getpid()}-{next(_calls)}")]
         return opts
@@ -239,12 +239,12 @@ def _install_prefix(path: str) -> str:
 @functools.lru_cache(maxsize=512)
 def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: bool, read_paths: tuple[str, ...],
              write_paths: tuple[str, ...], network: bool, exec_any: bool, memory_mb: int, procs: int, cpu_s: int,
-             program: str, extra_read: tuple[str, ...], path_env: str) -> tuple[str, ...]:
-    from .shell import runtime_dir  # shell imports this module
+             program: str, extra_read: tuple[str, ...], path_env: str, _state: str) -> tuple[str, ...]:
+    from .shell import runtime_dir, tool_dir  # shell imports this module
 
     tool = ToolDef(name=name, source_path=source_path)
     runtime = os.path.realpath(runtime_dir(tool))
-    folder = os.path.dirname(runtime)
+    folder = os.path.realpath(tool_dir(tool))   # runtime/ is inside it, or under the state dir (shell.runtime_dir)
     opts: list[str] = ["--sandbox"]
     # network
     if not network:
@@ -282,7 +282,7 @@ def _options(box: Sandbox, source_path: str, _sha: str, name: str, fs_write: boo
     # Landlock: reading (only when the definition lists what it reads)
     if read_paths:
         opts.append("--restrict-read")
-        for path in sorted({*SYSTEM_DIRS, "/dev", "/proc", folder, *readable, *extra_read, *program_files,
+        for path in sorted({*SYSTEM_DIRS, "/dev", "/proc", folder, runtime, *readable, *extra_read, *program_files,
                             *(_install_prefix(hop) for hop in _hops(program, path_env))}):
             opts += ["--read", path]
     # Landlock: executing
@@ -391,6 +391,12 @@ def _pids_root() -> str:
     except OSError:
         pass
     return ""
+
+
+def _state_dir() -> str:
+    """Part of the options' cache key: an installed tool's runtime/ lives under it."""
+    from .shell import state_dir
+    return state_dir()
 
 
 def _probe_runtime(tool: ToolDef) -> str:

@@ -92,7 +92,7 @@ from .reaper import Containment
 from .sandbox import Sandbox
 
 __all__ = ["ShellExecutor", "TemplateError", "render_argv", "option_values", "render_value", "check_command", "run_process",
-           "runtime_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
+           "runtime_dir", "tool_dir", "state_dir", "set_state_dir", "child_env", "ENV_PASSTHROUGH", "EXIT_NOT_FOUND", "EXIT_CANNOT_RUN"]
 
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
@@ -234,12 +234,71 @@ def render_argv(tool: ToolDef, params: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- the environment
 
 
-def runtime_dir(tool: ToolDef) -> str:
-    """The tool's own ``runtime/`` folder (created by the caller of this, on demand)."""
+def tool_dir(tool: ToolDef) -> str:
+    """The folder holding the tool's TOOL.hdlp (a private temporary one for a tool parsed from text)."""
     src = tool.source_path
     if src and not src.startswith("<"):
-        return os.path.join(os.path.dirname(os.path.abspath(src)), "runtime")
-    return os.path.join(tempfile.gettempdir(), "bitong-runtime", tool.name or "unnamed", "runtime")
+        return os.path.dirname(os.path.abspath(src))
+    return os.path.join(tempfile.gettempdir(), "bitong-runtime", tool.name or "unnamed")
+
+
+def runtime_dir(tool: ToolDef) -> str:
+    """The tool's own ``runtime/`` folder (created by the caller of this, on demand).
+
+    Beside its TOOL.hdlp (seed 002 §4.3), except for a tool installed as
+    package data (the bundled tools of a wheel, in site-packages): an install
+    is code, not a place for a tool's files, so those get
+    ``<state dir>/runtime/<name>`` (:func:`state_dir`).
+    """
+    folder = tool_dir(tool)
+    if _installed(folder):
+        return os.path.join(state_dir(), "runtime", tool.name or "unnamed")
+    return os.path.join(folder, "runtime")
+
+
+_state_dir: str | None = None
+
+
+def set_state_dir(path: str | None) -> None:
+    """``--state-dir``: where the tools' own files go when their folder is an installed package's."""
+    global _state_dir
+    _state_dir = os.path.abspath(path) if path else None
+
+
+def state_dir() -> str:
+    """--state-dir, else systemd's $STATE_DIRECTORY, else $XDG_STATE_HOME/bitong (~/.local/state/bitong);
+    root without either: /var/lib/bitong."""
+    if _state_dir:
+        return _state_dir
+    given = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if given:
+        return given
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return os.path.join(xdg, "bitong")
+    if os.getuid() == 0:
+        return "/var/lib/bitong"
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "bitong")
+
+
+@functools.lru_cache(maxsize=1)
+def installed_roots() -> tuple[str, ...]:
+    """The folders where installed packages live (site-packages and its kin)."""
+    import site
+    import sysconfig
+
+    found = {sysconfig.get_paths().get(key, "") for key in ("purelib", "platlib")}
+    try:
+        found.update(site.getsitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site.py
+        pass
+    found.add(site.getusersitepackages())
+    return tuple(sorted(os.path.realpath(p) for p in found if p))
+
+
+def _installed(folder: str) -> bool:
+    real = os.path.realpath(folder)
+    return any(real == root or real.startswith(root + os.sep) for root in installed_roots())
 
 
 def child_env(tool: ToolDef, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -251,7 +310,7 @@ def child_env(tool: ToolDef, base: Mapping[str, str] | None = None) -> dict[str,
     """
     env = dict(_server_env() if base is None else _passthrough(base))
     env["BITONG_TOOL"] = tool.name
-    env["BITONG_TOOL_DIR"] = os.path.dirname(runtime_dir(tool))
+    env["BITONG_TOOL_DIR"] = tool_dir(tool)
     return env
 
 
@@ -637,8 +696,22 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
     except (OSError, ValueError) as exc:
         return _not_started(argv, cwd, exc, started)
     run = _Run(loop, child, cap, sink, use_pidfd)
+    timed_out = await supervise(run, deadline)
+    failed = run.exec_error()
+    run.close()
+    if failed is not None:  # the program could not be exec'd inside _reaper: as a direct spawn answers
+        failed.filename = argv[0]
+        return _not_started(argv, cwd, failed, started)
+    return _outcome(run, started, timed_out, deadline)
+
+
+async def supervise(run: _Run, deadline: float) -> bool:
+    """Wait for ``run`` to end; at the deadline kill it and keep what it wrote (True: it timed out).
+
+    On cancellation (or a sink that failed) it is killed, seen gone and
+    closed before the exception goes on: nothing may outlive the call.
+    """
     timeout = asyncio.timeout(deadline - time.monotonic())
-    timed_out = False
     try:
         try:
             async with timeout:
@@ -646,23 +719,18 @@ async def _run_process(tool: ToolDef, argv: Sequence[str], deadline: float, sink
         except TimeoutError:
             if not timeout.expired():
                 raise
-            timed_out = True
             run.kill()
             await _reaped(run)
             run.drain()
+            return True
     except BaseException:
-        run.kill()  # cancellation, or the sink failed: nothing may outlive the call
+        run.kill()
         try:
             await _reaped(run)
         finally:
             run.close()
         raise
-    failed = run.exec_error()
-    run.close()
-    if failed is not None:  # the program could not be exec'd inside _reaper: as a direct spawn answers
-        failed.filename = argv[0]
-        return _not_started(argv, cwd, failed, started)
-    return _outcome(run, started, timed_out, deadline)
+    return False
 
 
 async def _reaped(run: _Run) -> None:

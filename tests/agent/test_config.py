@@ -132,6 +132,7 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
                        "[network_hosts]); did you mean 'gatekeeper'?"),
     ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
     ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
+    ("[python]\nzygote = \"no\"\n", "[python] zygote: expected true or false, found 'no'"),
     ("[hlpd-api\n", "not valid TOML"),
 ])
 def test_mistakes_say_what_was_expected(tmp_path: Path, text: str, expected: str | None) -> None:
@@ -141,6 +142,11 @@ def test_mistakes_say_what_was_expected(tmp_path: Path, text: str, expected: str
             service.pick("")
         return
     assert expected in refused(tmp_path, text)
+
+
+def test_python_zygote_can_be_turned_off(tmp_path: Path) -> None:
+    assert config.load(write(tmp_path, "[python]\nzygote = false\n")).python.zygote is False
+    assert config.load(write(tmp_path, "[python]\n")).python.zygote is True
 
 
 def test_no_config_means_no_endpoints() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.listen import ListenError, Security, check, is_loopback
+from agent.listen import ListenError, Security, check, is_loopback, parse
 from tests.agent.certs import CA
 
 
@@ -64,3 +64,22 @@ async def test_bitong_serve_says_why_it_cannot_start(start_sidecar: Any, tools_r
     open_to_all = subprocess.run([*base, "--listen", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     assert open_to_all.returncode == 2
     assert "is not a loopback address" in open_to_all.stderr
+
+
+@pytest.mark.parametrize(("listen", "reason"), [
+    ("127.0.0.1", "the port is missing"), ("::1", "the port is missing"), ("[::1]", "the port is missing"),
+    ("localhost:http", "is not a number"), ("127.0.0.1:70000", "out of range"), ("unix:", "needs a path"),
+])
+def test_an_address_grpc_would_misread_is_refused_before_anything_binds(listen: str, reason: str) -> None:
+    with pytest.raises(ListenError, match=reason):
+        parse(listen)
+    done = subprocess.run([sys.executable, "-m", "agent", "serve", "--listen", listen], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"bitong: --listen {listen!r}: ") and reason in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_addresses_a_user_writes_are_accepted() -> None:
+    for listen in ("127.0.0.1:50151", "[::1]:9000", "localhost:0", ":9000", "0.0.0.0:9000", "unix:/run/b.sock"):
+        parse(listen)
