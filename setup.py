@@ -163,6 +163,7 @@ setup(
     package_data={
         "parser": ["hdlp.lark", "*.pyx", "*.pxd"],
         "agent": ["vocabularies/*.tsv"],
+        "bitong": ["py.typed"],   # bitong.Client is typed: type checkers of its users read it
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],
     },

@@ -705,7 +705,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
-                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))
+                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args), metrics=args.metrics))
     except ListenError as exc:
         print(f"bitong: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -946,6 +946,10 @@ def _parser() -> argparse.ArgumentParser:
                         "(default $XDG_RUNTIME_DIR/bitong/admin.sock or /tmp/bitong-UID/admin.sock; 'off': none)")
     p.add_argument("--approvals-http", metavar="127.0.0.1:PORT", default=None,
                    help="also serve the approvals page on this loopback address (token printed at start)")
+    p.add_argument("--metrics", metavar="HOST:PORT", default=None,
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics (default: none; port 0 picks one)")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text (default) or json: one JSON object a line, with the request id of each call")
     p.set_defaults(func=cmd_serve)
 
     for verb, text in (("approve", "let a call waiting for a person run (once)"),
@@ -1111,6 +1115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = args.log_level or ("INFO" if args.command in ("serve", "mcp") else "WARNING")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if args.command == "serve":
+        from .requestlog import install
+
+        install(args.log_format)
     try:
         rc: int = args.func(args)
         return rc

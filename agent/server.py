@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import errno
 import functools
 import logging
@@ -39,10 +40,12 @@ from .executors import Executors
 from .executors.base import STDOUT
 from .executors.sandbox import Sandbox
 from .identity import Authenticator, Caller, Unauthenticated
-from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of
+from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, host_of, is_loopback
+from .observe import Observer
 from .peercred import UnixFront
 from .registry import Registry
 from .service import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, ToolAgent
+from .watch import ToolWatch
 
 __all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "ListenError", "Security", "Servicer", "Sidecar", "serve",
            "grpc_address"]
@@ -116,8 +119,11 @@ class Servicer(pb_grpc.ToolAgentServicer):
     """Match runs on a small thread pool (its CPU work must not stall other calls); Call on the loop."""
 
     def __init__(self, agent: ToolAgent, match_pool: concurrent.futures.ThreadPoolExecutor | None = None,
-                 authenticator: Authenticator | None = None) -> None:
+                 authenticator: Authenticator | None = None, watch: ToolWatch | None = None,
+                 observer: Observer | None = None) -> None:
         self.agent = agent
+        self.watch = watch if watch is not None else ToolWatch(agent.registry)   # (an empty one is falsy)
+        self.observer = observer if observer is not None else Observer()
         # None: every caller is anonymous-loopback (a Servicer built without a Sidecar, in tests)
         self.authenticator = authenticator or Authenticator(anonymous=True)
         self.limits = agent.limits
@@ -141,6 +147,11 @@ class Servicer(pb_grpc.ToolAgentServicer):
         raise AssertionError("abort returned")   # pragma: no cover - abort raises
 
     async def Match(self, request: pb.MatchRequest, context: _Context) -> pb.MatchResponse:
+        with self.observer.match(_metadata(context)) as seen:
+            seen.match = await self._match(request, context)
+            return seen.match
+
+    async def _match(self, request: pb.MatchRequest, context: _Context) -> pb.MatchResponse:
         caller = await self._caller(context)
         try:
             self.agent.check_intent(request.intent)   # before a thread or the index is touched
@@ -153,8 +164,10 @@ class Servicer(pb_grpc.ToolAgentServicer):
         self.matches += 1
         try:
             loop = asyncio.get_running_loop()
+            # in the request's context: its log lines carry its request id (and its span is the parent)
             return await loop.run_in_executor(self.match_pool, functools.partial(
-                self.agent.match, request.intent, request.top_k, explain=request.explain, caller=caller))
+                contextvars.copy_context().run, self.agent.match, request.intent, request.top_k,
+                explain=request.explain, caller=caller))
         finally:
             self.matches -= 1
 
@@ -176,6 +189,12 @@ class Servicer(pb_grpc.ToolAgentServicer):
             raise
 
     async def Call(self, request: pb.CallRequest, context: _Context) -> pb.CallResult:
+        known = self.agent.registry.snapshot.lookup(request.tool) is not None
+        with self.observer.call("Call", request.tool, known, _metadata(context)) as seen:
+            seen.result = await self._call(request, context)
+            return seen.result
+
+    async def _call(self, request: pb.CallRequest, context: _Context) -> pb.CallResult:
         caller = await self._caller(context, request)
         try:
             return await self.agent.call(request.tool, self._checked_params(request, caller, "Call"),
@@ -196,16 +215,29 @@ class Servicer(pb_grpc.ToolAgentServicer):
             event.chunk.data = data
             await context.write(event)
 
-        caller = await self._caller(context, request, "StreamCall")
-        try:
-            result = await self.agent.call(request.tool, self._checked_params(request, caller, "StreamCall"),
-                                           confirm_token=request.confirm_token, deadline=_deadline(context),
-                                           sink=sink, caller=caller)
-        except LimitExceeded as exc:
-            await _abort(context, exc)
-        except PermissionDenied as exc:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        await context.write(pb.CallEvent(result=result))
+        known = self.agent.registry.snapshot.lookup(request.tool) is not None
+        with self.observer.call("StreamCall", request.tool, known, _metadata(context)) as seen:
+            caller = await self._caller(context, request, "StreamCall")
+            try:
+                result = await self.agent.call(request.tool, self._checked_params(request, caller, "StreamCall"),
+                                               confirm_token=request.confirm_token, deadline=_deadline(context),
+                                               sink=sink, caller=caller)
+            except LimitExceeded as exc:
+                await _abort(context, exc)
+            except PermissionDenied as exc:
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+            seen.result = result
+            await context.write(pb.CallEvent(result=result))
+
+    async def WatchTools(self, request: pb.WatchToolsRequest, context: _Context) -> None:
+        """The current tools, then their changes at every swap, until the caller or the server ends it."""
+        caller = await self._caller(context)
+        async for change in self.watch.watch(self.agent.allowed(caller)):
+            await context.write(change)   # returns when flow control takes it: a slow reader is coalesced
+
+
+def _metadata(context: _Context) -> tuple[tuple[str, str | bytes], ...]:
+    return tuple(context.invocation_metadata() or ())
 
 
 async def _abort(context: _Context, exc: LimitExceeded) -> NoReturn:
@@ -223,16 +255,23 @@ class Sidecar:
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
                  approvals_http: str | None = None, sandbox: Sandbox | None = None,
-                 embedder_loader: Any = None) -> None:
+                 embedder_loader: Any = None, metrics: str | None = None, tracer_provider: Any = None) -> None:
         """``embedder_loader``: a function that loads the model, called in the background
-        after the server answers (matching is lexical until then); or ``embedder``, loaded."""
+        after the server answers (matching is lexical until then); or ``embedder``, loaded.
+        ``metrics``: serve Prometheus metrics on this HOST:PORT. ``tracer_provider``: an
+        OpenTelemetry provider for the spans (else the OTEL_* variables decide; see agent.tracing)."""
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
         self.approvals = approvals or (config.approve if config is not None else approval.development())
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
                                  embedder_loader=embedder_loader)
-        self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
+        self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path, on_swap=self._swapped)
+        self.watch = ToolWatch(self.registry)
+        self.metrics_listen = metrics
+        self.metrics_url = ""
+        self.tracer_provider = tracer_provider
+        self.observer = Observer()
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
         confirm = self.config.confirm
@@ -255,6 +294,41 @@ class Sidecar:
         self.health = health.aio.HealthServicer()
         self.port = 0
 
+    def _swapped(self, snap: Any) -> None:
+        """The cache agent swapped the snapshot: tell the watchers and the metrics (never blocks)."""
+        self.watch.swapped()
+        self.observer.swapped(snap)
+
+    def _observer(self) -> Observer:
+        """Metrics when --metrics asks (OSError when its port cannot be bound), spans when a provider is
+        given or the OTEL_* variables ask for one."""
+        from . import tracing
+
+        metrics = None
+        if self.metrics_listen is not None:
+            from .metrics import Metrics
+
+            metrics = Metrics()
+            metrics.watchers.set_function(lambda: len(self.watch))
+            try:
+                self.metrics_url = metrics.serve(self.metrics_listen)
+            except ValueError as exc:
+                raise ListenError(str(exc)) from None
+            except OSError as exc:
+                raise OSError(exc.errno, f"--metrics {self.metrics_listen}: cannot listen: {exc.strerror}") from None
+            if not is_loopback(self.metrics_listen):
+                log.warning("metrics on %s, not a loopback address: anyone who can reach it reads the tool names "
+                            "and call counts (no authentication on /metrics)", self.metrics_url)
+        spans = None
+        provider = self.tracer_provider
+        if provider is None and tracing.configure_from_env():
+            from opentelemetry import trace
+
+            provider = trace.get_tracer_provider()
+        if provider is not None:
+            spans = tracing.Tracing(provider)
+        return Observer(metrics, spans)
+
     def _tokens(self) -> dict[str, str]:
         """The configured caller tokens' current values (read now: a rotated token file is picked up)."""
         return {name: secret.reveal() for name, secret in self.config.tokens.items()}
@@ -266,7 +340,9 @@ class Sidecar:
             max_bytes, keep = self.audit_options
             self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
                                         redactor=Redactor(self.config.secrets()))
+        self.observer = self._observer()
         snap = await self.cache.start(defer=True)   # watches, state file and vectors once we serve
+        self.observer.swapped(snap, swapped=False)
         for err in snap.errors:
             log.error("%s", err)
         await self._start_approvals()
@@ -278,7 +354,7 @@ class Sidecar:
             self.front = UnixFront(grpc_address(self.listen)[5:], self.security.socket_mode)
         authenticator = Authenticator(tokens=self._tokens, unix_peers=self.front.caller if self.front else None,
                                       mtls=bool(self.security.tls_client_ca), anonymous=anonymous)
-        self.servicer = Servicer(self.agent, self.match_pool, authenticator)
+        self.servicer = Servicer(self.agent, self.match_pool, authenticator, self.watch, self.observer)
         pb_grpc.add_ToolAgentServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # reflection: grpcurl and other generic clients discover the contract without the .proto
@@ -355,6 +431,7 @@ class Sidecar:
         """Stop taking calls, let those in flight finish (up to the grace period), stop watching."""
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.watch.close()   # watch streams end now: they would hold the grace period to its end
         if self.front is not None:
             self.front.close()   # no new connections; the ones in flight keep their relay while draining
         if self.server is not None:
@@ -362,6 +439,8 @@ class Sidecar:
         await self._close()
 
     async def _close(self) -> None:
+        if self.observer.metrics is not None:
+            await asyncio.to_thread(self.observer.metrics.close)
         if self.front is not None:
             await self.front.stop()
         if self.match_pool is not None:
@@ -421,6 +500,8 @@ async def serve(roots: Sequence[str], listen: str = DEFAULT_LISTEN, **options: A
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"bitong: serving on {sidecar.address}", flush=True)
+    if sidecar.metrics_url:
+        print(f"bitong: metrics on {sidecar.metrics_url}", flush=True)
     if sidecar.page is not None:
         shown = "" if sidecar.approvals_token else f"?token={sidecar.page.token}"
         print(f"bitong: approvals page on {sidecar.page.url}{shown}", flush=True)

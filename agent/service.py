@@ -258,7 +258,7 @@ class ToolAgent:
         self.check_intent(intent)
         snap = self.registry.snapshot
         k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
-        allowed = self._allowed(caller)
+        allowed = self.allowed(caller)
         result = snap.index.match(intent, k, threshold=self.threshold, allowed=allowed)
         reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
         if explain:
@@ -274,7 +274,7 @@ class ToolAgent:
             into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
         return reply
 
-    def _allowed(self, caller: Caller | None) -> Callable[[str], bool] | None:
+    def allowed(self, caller: Caller | None) -> Callable[[str], bool] | None:
         """The caller's yes/no on a tool name, or None when every tool is allowed."""
         if caller is None or self.policy.open:
             return None
@@ -296,7 +296,7 @@ class ToolAgent:
                                                   f"{DEFAULT_PAGE_SIZE}) or more")
         after = _page_start(page_token)
         snap = self.registry.snapshot
-        allowed = self._allowed(caller)
+        allowed = self.allowed(caller)
         names = snap.sorted_names()
         size = len(names) if page_size is None else (page_size or DEFAULT_PAGE_SIZE)
         tools: list[pb.ToolDef] = []

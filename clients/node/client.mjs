@@ -4,11 +4,15 @@
 // that serves the repository's bundled tools/, prints one JSON line per check
 // ({check, ok, detail}) and exits 1 if any check failed (2 on bad usage).
 //
-//   node client.mjs ADDR        ADDR: unix:/path/to.sock | 127.0.0.1:50151
+//   node client.mjs ADDR [TOOLS_ROOT]   ADDR: unix:/path/to.sock | 127.0.0.1:50151
+//
+// With TOOLS_ROOT (the folder the server serves), the watch_tools check also
+// writes a tool there and deletes it, and waits for WatchTools to say so.
 //
 // It exists to prove that the contract in proto/bitong/v1/agent.proto is
 // enough for a client in another language (tests/clients/test_node_client.py).
 
+import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -99,6 +103,55 @@ function streamCall(client, request, deadlineMs = RPC_DEADLINE_MS) {
   });
 }
 
+// WatchTools as an async iterator of ToolsChanged: the first message is the current state
+// (initial: true, every tool in added), then added/changed/removed at every registry swap.
+// The stream has no deadline (it runs until cancelled); call.cancel() ends it.
+export function watchTools(client) {
+  const call = client.WatchTools({});
+  const queue = [];
+  const waiting = [];
+  let ended = null;
+  const settle = () => {
+    while (waiting.length && (queue.length || ended)) {
+      const { resolve, reject } = waiting.shift();
+      if (queue.length) resolve({ value: queue.shift(), done: false });
+      else if (ended.error) reject(ended.error);
+      else resolve({ value: undefined, done: true });
+    }
+  };
+  call.on("data", (change) => { queue.push(change); settle(); });
+  call.on("error", (error) => { ended = { error: error.code === grpc.status.CANCELLED ? null : error }; settle(); });
+  call.on("end", () => { ended = ended || { error: null }; settle(); });
+  return {
+    call,
+    next: () => new Promise((resolve, reject) => { waiting.push({ resolve, reject }); settle(); }),
+    [Symbol.asyncIterator]() { return this; },
+    return: async () => { call.cancel(); return { value: undefined, done: true }; },
+  };
+}
+
+// The next change, or a CheckFailed when none comes within ms.
+function nextWithin(watch, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new CheckFailed(`no WatchTools message within ${ms} ms: ${what}`)), ms);
+  });
+  return Promise.race([watch.next(), timeout]).finally(() => clearTimeout(timer));
+}
+
+const WATCHED_TOOL = `name: node-watched
+display: node watched
+intent: a tool the Node client writes to watch it appear
+method: run
+executor: shell
+command: echo hello
+params_schema: {}
+constraints: { timeout_ms: 30000, max_output_bytes: 65536, require_confirm: false }
+author: node-client
+created: 2026-12-03
+why: the WatchTools check of clients/node/client.mjs
+`;
+
 class CheckFailed extends Error {}
 
 function expect(cond, what, detail) {
@@ -131,7 +184,7 @@ async function listAll(agent) {
 
 // ------------------------------------------------------------ the script
 
-function checks(agent, health) {
+function checks(agent, health, toolsRoot) {
   return [
     ["health", async () => {
       const overall = await unary(health, "Check", { service: "" });
@@ -241,13 +294,42 @@ function checks(agent, health) {
         "timed_out with the output so far, well before the sleep ends", { ...summary(r), elapsed_ms: elapsed });
       return { ...summary(r), elapsed_ms: elapsed };
     }],
+
+    ["watch_tools", async () => {
+      const watch = watchTools(agent);
+      try {
+        const first = (await nextWithin(watch, RPC_DEADLINE_MS, "the current state")).value;
+        expect(first.initial && first.added.includes("shell-exec") && first.tool_count === first.added.length,
+          "the first message is the current state: initial, every tool added", first);
+        const detail = { generation: first.generation, tools: first.tool_count };
+        if (!toolsRoot) return detail;
+        const folder = path.join(toolsRoot, "node-watched");
+        fs.mkdirSync(folder);
+        try {
+          fs.writeFileSync(path.join(folder, "TOOL.hdlp"), WATCHED_TOOL);
+          const added = (await nextWithin(watch, RPC_DEADLINE_MS, "node-watched added")).value;
+          expect(added.added.length === 1 && added.added[0] === "node-watched" && !added.initial,
+            "node-watched added", added);
+        } finally {
+          fs.rmSync(folder, { recursive: true, force: true });
+        }
+        const removed = (await nextWithin(watch, RPC_DEADLINE_MS, "node-watched removed")).value;
+        expect(removed.removed.length === 1 && removed.removed[0] === "node-watched", "node-watched removed", removed);
+        // int64 generation arrives as a decimal string (longs: String)
+        expect(BigInt(removed.generation) > BigInt(first.generation), "the generation grew", removed);
+        return { ...detail, added: "node-watched", removed: "node-watched", generation_after: removed.generation };
+      } finally {
+        await watch.return();
+      }
+    }],
   ];
 }
 
 async function main() {
   const address = process.argv[2];
-  if (!address || process.argv.length > 3) {
-    process.stderr.write("usage: node client.mjs ADDR   (unix:/path/to.sock or HOST:PORT)\n");
+  const toolsRoot = process.argv[3];
+  if (!address || process.argv.length > 4) {
+    process.stderr.write("usage: node client.mjs ADDR [TOOLS_ROOT]   (ADDR: unix:/path/to.sock or HOST:PORT)\n");
     return 2;
   }
   const { ToolAgent, Health } = loadServices();
@@ -255,7 +337,7 @@ async function main() {
   const agent = new ToolAgent(address, credentials);
   const health = new Health(address, credentials);
   let failed = 0;
-  for (const [check, run] of checks(agent, health)) {
+  for (const [check, run] of checks(agent, health, toolsRoot)) {
     let line;
     try {
       line = { check, ok: true, detail: await run() };
@@ -272,4 +354,7 @@ async function main() {
   return failed ? 1 : 0;
 }
 
-process.exitCode = await main();
+// Run as a script (node client.mjs ...); imported, it only lends its functions (watchTools).
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main();
+}

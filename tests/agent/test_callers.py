@@ -121,3 +121,33 @@ async def test_an_unknown_tool_name_suggests_only_allowed_tools(start_sidecar: A
         assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
         missing = await stub.Call(pb.CallRequest(tool="file-raed"), metadata=_as("a"))
     assert not missing.found and "did you mean 'file-read'" in missing.error
+
+
+async def test_watch_tools_tells_a_caller_only_of_its_tools(start_sidecar: Any, config: Any,
+                                                            write_tool: Any) -> None:
+    """WatchTools follows [callers] as ListTools does: a change to a tool a caller may not use is not
+    news to it, and a caller without a token is refused."""
+    import asyncio
+
+    car = await start_sidecar("127.0.0.1:0", config=config)
+    async with grpc.aio.insecure_channel(car.address) as channel:
+        stub = pb_grpc.ToolAgentStub(channel)
+        watch_a = stub.WatchTools(pb.WatchToolsRequest(), metadata=_as("a"))
+        watch_b = stub.WatchTools(pb.WatchToolsRequest(), metadata=_as("b"))
+        first_a = await asyncio.wait_for(watch_a.read(), 30)
+        first_b = await asyncio.wait_for(watch_b.read(), 30)
+        assert set(first_a.added) == {n for n in car.registry.snapshot.tools if n.startswith("file-") or n == "git-ops"}
+        assert set(first_b.added) == set(car.registry.snapshot.tools)
+        write_tool("other-tool")   # not for agent-a
+        write_tool("file-new")     # agent-a may use file-*
+        seen_b: set[str] = set()
+        while seen_b != {"other-tool", "file-new"}:
+            seen_b |= set((await asyncio.wait_for(watch_b.read(), 30)).added)
+        change_a = await asyncio.wait_for(watch_a.read(), 30)
+        assert list(change_a.added) == ["file-new"] and change_a.tool_count == len(first_a.added) + 1
+        watch_a.cancel()
+        watch_b.cancel()
+        nobody = stub.WatchTools(pb.WatchToolsRequest())
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await nobody.read()
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -26,7 +26,7 @@ NODE = shutil.which("node")
 
 # Every check the script runs: a check that silently disappeared is a failure too.
 CHECKS = {"health", "list_tools", "match", "match_none", "call_ok", "call_failing", "call_unknown_tool",
-          "call_param_errors", "call_struct_types", "stream_call", "call_deadline"}
+          "call_param_errors", "call_struct_types", "stream_call", "call_deadline", "watch_tools"}
 
 pytestmark = [
     pytest.mark.skipif(NODE is None, reason="node is not on PATH (the Node.js client check needs Node 20)"),
@@ -72,10 +72,12 @@ def server_address(request: pytest.FixtureRequest, tools_root: Path, tmp_path: P
             server.communicate()
 
 
-def test_the_node_client_passes_every_check(server_address: str) -> None:
+def test_the_node_client_passes_every_check(server_address: str, tools_root: Path) -> None:
+    """tools_root: the folder the server serves; the watch_tools check writes a tool there and deletes it."""
     assert NODE is not None
     started = time.monotonic()
-    run = subprocess.run([NODE, str(CLIENT), server_address], capture_output=True, text=True, timeout=30,
+    run = subprocess.run([NODE, str(CLIENT), server_address, str(tools_root)], capture_output=True, text=True,
+                         timeout=30,
                          cwd=CLIENT_DIR, check=False)
     lines = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     failed = [line for line in lines if not line["ok"]]
