@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -251,12 +252,14 @@ class ServerProcess:
     """
 
     def __init__(self, roots: list[Path], sock: Path, log: Path, env: dict[str, str], repo: Path = REPO,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, config: Path | None = None) -> None:
         self.health = argv is None
         if argv is None:
             argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}"]
             for root in roots:
                 argv += ["--tools", str(root)]
+            if config is not None:
+                argv += ["--config", str(config)]
         self.sock = sock
         self.log = log
         self.address = f"unix:{sock}"
@@ -316,24 +319,39 @@ class ServerProcess:
         self._logf.close()
 
 
-def start_server(tmp: Path, roots: list[Path], repo: Path = REPO) -> tuple[ServerProcess, dict[str, Any]]:
+def approving_config(tmp: Path, roots: list[Path], extra: str = "") -> Path:
+    """A config whose ``[approve]`` names every tool in ``roots``: the benchmark's tools declare ``exec``
+    (or ``network``), which a served sidecar runs only when approved (README, "Approval of sensitive
+    tools"); the eval registry's are approved too, so Match sees the same 42 tools as before approvals."""
+    names = sorted({m.group(1) for root in roots for hdlp in root.glob("*/TOOL.hdlp")
+                    for m in [re.search(r"^name:[ \t]*(\S+)", hdlp.read_text(encoding="utf-8"), re.M)] if m})
+    path = tmp / "bench.toml"
+    path.write_text(f"[approve]\ntools = {json.dumps(names)}\n{extra}", encoding="utf-8")
+    return path
+
+
+def start_server(tmp: Path, roots: list[Path], repo: Path = REPO,
+                 config: Path | None = None) -> tuple[ServerProcess, dict[str, Any]]:
     """Start the sidecar; if the compiled parser cannot load (a tree mid-edit), say so and use the pure one.
 
     The parser only runs at load time, so its twin does not change any figure measured here.
     ``repo`` other than this checkout (an exported commit, say) goes first on PYTHONPATH.
+    ``config``: ``--config`` (default: :func:`approving_config` of the roots).
     """
     notes: dict[str, Any] = {"parser_fallback": False, "repo": str(repo)}
     env = dict(os.environ)
     if repo != REPO:
         env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo)
+    if config is None:
+        config = approving_config(tmp, roots)
+    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo, config=config)
     if srv.wait_ready():
         return srv, notes
     tail = srv.log_tail()
     srv.stop()
     env["BITONG_PURE"] = "1"
     (tmp / "bitong.sock").unlink(missing_ok=True)
-    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo)
+    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo, config=config)
     if not srv.wait_ready():
         tail2 = srv.log_tail()
         srv.stop()
