@@ -38,6 +38,7 @@ import dataclasses
 import select
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from typing import cast
 
 __all__ = ["Connection", "Pool", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_IDLE_S"]
 
@@ -252,8 +253,8 @@ class Pool:
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=_LIMIT, loop=loop)
         transport, protocol = await open_(lambda: _Protocol(reader, loop=loop))
-        assert isinstance(protocol, _Protocol) and isinstance(transport, asyncio.Transport)
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        assert isinstance(protocol, _Protocol)   # uvloop's transports are not asyncio.Transport subclasses
+        writer = asyncio.StreamWriter(cast(asyncio.WriteTransport, transport), protocol, reader, loop)
         conn = Connection(reader, writer, endpoint)
         protocol.conn = conn
         self.opened += 1

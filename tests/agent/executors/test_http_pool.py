@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from agent.config import from_dict
 from agent.executors import Executors
@@ -174,6 +175,18 @@ async def test_a_waiter_for_a_connection_gives_up_at_its_deadline(server: FakeSe
     release.set()
     assert (await first).ok
     assert server.accepted == 1
+
+
+def test_keep_alive_under_uvloop_the_servers_loop(server: FakeServer, define: Define) -> None:
+    server.route("GET", r"/n", lambda ex: Reply(200, b"yes"))
+    run, tool = runners(), web(define)
+
+    async def three() -> list[bool]:
+        return [(await get(run, tool, server.url + "/n")).ok for _ in range(3)]
+
+    assert uvloop.run(three()) == [True, True, True]
+    assert server.accepted == 1 and server.count("GET", "/n") == 3
+    assert server.wait_closed(1), "the loop's end closes the idle connection"
 
 
 @pytest.fixture
