@@ -252,17 +252,17 @@ class ServerProcess:
     """
 
     def __init__(self, roots: list[Path], sock: Path, log: Path, env: dict[str, str], repo: Path = REPO,
-                 argv: list[str] | None = None, config: Path | None = None) -> None:
+                 argv: list[str] | None = None, config: Path | None = None, listen: str | None = None) -> None:
         self.health = argv is None
         if argv is None:
-            argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}"]
+            argv = [sys.executable, "-m", "agent", "serve", "--listen", listen or f"unix:{sock}"]
             for root in roots:
                 argv += ["--tools", str(root)]
             if config is not None:
                 argv += ["--config", str(config)]
         self.sock = sock
         self.log = log
-        self.address = f"unix:{sock}"
+        self.address = listen or f"unix:{sock}"
         self._logf = open(log, "wb")  # the server's stdout for its whole life; closed in stop()
         self.proc = subprocess.Popen(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=self._logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -283,7 +283,7 @@ class ServerProcess:
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 return False
-            if self.sock.exists():
+            if self.sock.exists() or not self.address.startswith("unix:"):
                 with grpc.insecure_channel(self.address) as ch:
                     try:
                         if not self.health:

@@ -9,7 +9,12 @@
 * **floor**: peer_grpc_floor.py, a bare grpc.aio server on the same proto
   that writes N zero bytes from memory in 64 KiB ``CallEvent`` chunks: gRPC
   streaming alone, nothing else.
-* the **same client** reads both: a sync gRPC channel iterating the stream
+* context: the same sidecar listening on loopback TCP. On a unix socket
+  bitong accepts the connection itself (to read the caller's uid with
+  SO_PEERCRED) and relays every byte to gRPC's private socket through its
+  event loop (agent/peercred.py); over TCP there is no relay, so the two
+  rows say what the relay costs a stream.
+* the **same client** reads them all: a sync gRPC channel iterating the stream
   in this process, counting bytes.
 
 Per system: MB/s (10^6 bytes) of one stream, and the server process's own
@@ -33,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_sidecar import (MB, MiB, STREAM_TOOL, Contention, ServerProcess, proc_cpu, row, start_floor,
-                           start_server)
+from bench_sidecar import (MB, MiB, STREAM_TOOL, Contention, ServerProcess, approving_config, proc_cpu, row,
+                           start_floor, start_server)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -99,12 +104,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         servers.append(srv)
         floor = start_floor(tmp, REPO)
         servers.append(floor)
+        tcp = start_tcp(tmp, root)
+        servers.append(tcp)
         result["server"] = {"pid": srv.pid, **notes}
-        runs: dict[str, list[dict[str, Any]]] = {"bitong": [], "floor": []}
+        runs: dict[str, list[dict[str, Any]]] = {"bitong": [], "floor": [], "tcp": []}
         progress(f"{rounds} rounds of one {nbytes >> 20} MiB stream each, alternating")
         with Contention() as c:
             for r in range(rounds):
-                order = [("bitong", srv), ("floor", floor)]
+                order = [("bitong", srv), ("floor", floor), ("tcp", tcp)]
                 for name, server in order if r % 2 == 0 else reversed(order):
                     runs[name].append(one_stream(server.address, server.pid, nbytes))
         result["contention_pct"] = c.foreign_pct
@@ -118,12 +125,30 @@ def run(quick: bool = False) -> dict[str, Any]:
     return result
 
 
+def start_tcp(tmp: Path, root: Path) -> ServerProcess:
+    """The same sidecar on 127.0.0.1 (a port free a moment ago): no unix front, no relay."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = tmp / "tcp"
+    folder.mkdir()
+    srv = ServerProcess([root], folder / "unused.sock", folder / "server.log", dict(os.environ),
+                        config=approving_config(folder, [root]), listen=f"127.0.0.1:{port}")
+    if not srv.wait_ready():
+        tail = srv.log_tail()
+        srv.stop()
+        raise RuntimeError(f"bitong serve on 127.0.0.1:{port} did not start:\n{tail}")
+    return srv
+
+
 def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(x[key] for x in runs)
 
 
 def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
-    b, f = r["runs"]["bitong"], r["runs"]["floor"]
+    b, f, t = r["runs"]["bitong"], r["runs"]["floor"], r["runs"]["tcp"]
     size = f"{r['bytes'] >> 20} MiB"
     v, p = _median(b, "mb_s"), _median(f, "mb_s")
     chunk = _median(b, "mean_chunk_kib")
@@ -134,6 +159,9 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                                         f"{[round(x['mb_s']) for x in f]}"),
         row("StreamCall server CPU per GB", "CPU s/GB", _median(b, "cpu_s_per_gb"), _median(f, "cpu_s_per_gb"),
             "grpc.aio floor", "", None, note="the server process's own CPU; the tool's process not counted"),
+        row(f"StreamCall of {size}, sidecar on loopback TCP (no unix relay)", "MB/s", _median(t, "mb_s"), p,
+            "grpc.aio floor (unix socket)", "", None, higher_is_better=True,
+            note=f"server CPU {_median(t, 'cpu_s_per_gb'):.2f} s/GB"),
     ]
 
 
