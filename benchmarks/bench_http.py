@@ -14,7 +14,10 @@ What it measures:
   connector) in this process on uvloop, hitting the same server.
 * the **server**: aiohttp's web server on uvloop in its own process
   (peer_http_server.py), answering ``pong``.
-* context rows: the executor in process (no gRPC hop) with and without
+* context rows: the same sidecar on loopback TCP (on a unix socket bitong
+  accepts each connection itself to read the caller's uid, and relays its
+  bytes to gRPC's private socket: agent/peercred.py; TCP has no relay),
+  the executor in process (no gRPC hop) with and without
   keep-alive (``[defaults] http_idle_ms = 0`` is the connection per
   request bitong made before), a served sidecar with keep-alive off, and
   the gRPC floor's round trip (peer_grpc_floor.py's constant Match).
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_sidecar import (Contention, LoopThread, ServerProcess, aio_latency, aio_throughput, approving_config, ms,
-                           row, start_floor, start_server, sync_latency, sync_throughput)
+                           row, start_floor, start_server, start_tcp, sync_latency, sync_throughput)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -234,11 +237,15 @@ def run(quick: bool = False) -> dict[str, Any]:
         servers.append(off)
         floor_srv = start_floor(tmp, REPO)
         servers.append(floor_srv)
+        tcp = start_tcp(tmp, root)
+        servers.append(tcp)
         result["server"] = {"pid": srv.pid, **notes}
         served = ServedCall("served Call", srv.address, target.url)
         closers.append(served.close)
         served_off = ServedCall("served Call, keep-alive off", off.address, target.url)
         closers.append(served_off.close)
+        served_tcp = ServedCall("served Call, loopback TCP", tcp.address, target.url)
+        closers.append(served_tcp.close)
         peer, close_peer = aiohttp_client(lt, target.url)
         closers.append(close_peer)
         inproc = executor_in_process(lt, target.url, root / "bench-http", keep_alive=True)
@@ -246,7 +253,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         floor_rtt = floor_round_trip(floor_srv.address, n // 2)
         progress(f"1 and {CONCURRENCY} in flight, {rounds} interleaved rounds")
         with Contention() as c:
-            result["systems"] = interleave([served, peer, inproc, served_off, inproc_off], n, seconds, rounds)
+            result["systems"] = interleave([served, peer, served_tcp, inproc, served_off, inproc_off], n, seconds,
+                                           rounds)
         result["contention_pct"] = c.foreign_pct
         result["floor_match_p50_ms"] = floor_rtt
     finally:
@@ -292,6 +300,11 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     v, q = b["qps_16"], p["qps_16"]
     rows.append(row(f"http Call (served sidecar), {CONCURRENCY} in flight", "calls/s", v, q, peer,
                     f"ratio >= {TARGET_QPS_RATIO:.1f}", v / q >= TARGET_QPS_RATIO, higher_is_better=True))
+    t = s["served Call, loopback TCP"]
+    rows.append(row("http Call, sidecar on loopback TCP (no unix relay), 1 in flight, p50", "ms", t["one"]["p50_ms"],
+                    p["one"]["p50_ms"], peer, "", None))
+    rows.append(row(f"http Call, sidecar on loopback TCP, {CONCURRENCY} in flight", "calls/s", t["qps_16"], p["qps_16"],
+                    peer, "", None, higher_is_better=True))
     rows.append(row("http executor in process, 1 in flight, p50", "ms", e["one"]["p50_ms"], p["one"]["p50_ms"], peer,
                     "", None, note="no gRPC hop"))
     rows.append(row(f"http executor in process, {CONCURRENCY} in flight", "calls/s", e["qps_16"], p["qps_16"], peer,

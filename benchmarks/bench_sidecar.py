@@ -45,6 +45,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -358,6 +359,21 @@ def start_server(tmp: Path, roots: list[Path], repo: Path = REPO,
         raise RuntimeError(f"bitong serve did not start:\n{tail}\n--- with BITONG_PURE=1:\n{tail2}")
     notes.update(parser_fallback=True, parser_failure=tail)
     return srv, notes
+
+
+def start_tcp(tmp: Path, root: Path, extra: str = "") -> ServerProcess:
+    """The same sidecar on 127.0.0.1 (a port free a moment ago): no unix front, no relay."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = Path(tempfile.mkdtemp(prefix="tcp-", dir=tmp))
+    srv = ServerProcess([root], folder / "unused.sock", folder / "server.log", dict(os.environ),
+                        config=approving_config(folder, [root], extra), listen=f"127.0.0.1:{port}")
+    if not srv.wait_ready():
+        tail = srv.log_tail()
+        srv.stop()
+        raise RuntimeError(f"bitong serve on 127.0.0.1:{port} did not start:\n{tail}")
+    return srv
 
 
 def start_floor(tmp: Path, repo: Path) -> ServerProcess:

@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_sidecar import (MB, MiB, STREAM_TOOL, Contention, ServerProcess, approving_config, proc_cpu, row,
-                           start_floor, start_server)
+from bench_sidecar import (MB, MiB, STREAM_TOOL, Contention, ServerProcess, proc_cpu, row, start_floor,
+                           start_server, start_tcp)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -123,24 +123,6 @@ def run(quick: bool = False) -> dict[str, Any]:
     result["rows"] = build_rows(result)
     result["seconds"] = time.perf_counter() - started
     return result
-
-
-def start_tcp(tmp: Path, root: Path) -> ServerProcess:
-    """The same sidecar on 127.0.0.1 (a port free a moment ago): no unix front, no relay."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    folder = tmp / "tcp"
-    folder.mkdir()
-    srv = ServerProcess([root], folder / "unused.sock", folder / "server.log", dict(os.environ),
-                        config=approving_config(folder, [root]), listen=f"127.0.0.1:{port}")
-    if not srv.wait_ready():
-        tail = srv.log_tail()
-        srv.stop()
-        raise RuntimeError(f"bitong serve on 127.0.0.1:{port} did not start:\n{tail}")
-    return srv
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:

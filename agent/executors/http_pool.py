@@ -162,9 +162,10 @@ class Pool:
 
     def idle_count(self, key: Key | None = None) -> int:
         """Idle connections held (for ``key``, or in all)."""
-        eps = [self._endpoints[key]] if key is not None and key in self._endpoints else (
-            [] if key is not None else list(self._endpoints.values()))
-        return sum(len(ep.idle) for ep in eps)
+        if key is None:
+            return sum(len(ep.idle) for ep in self._endpoints.values())
+        endpoint = self._endpoints.get(key)
+        return len(endpoint.idle) if endpoint is not None else 0
 
     async def acquire(self, key: Key, open_: Opener, *, fresh: bool = False) -> Connection:
         """A connection to ``key``: an idle one unless ``fresh``, else a new one from ``open_``, within the bound.
@@ -207,8 +208,16 @@ class Pool:
                         endpoint.wake(None)      # pass the free slot on
                 raise
             if handed is not None:
-                handed.reused = True
-                return handed
+                if not fresh:
+                    handed.reused = True
+                    return handed
+                handed.abort()     # a fresh one was asked for: open it in the slot this one held
+                try:
+                    return await self._open(endpoint, open_)
+                except BaseException:
+                    endpoint.open -= 1
+                    endpoint.wake(None)
+                    raise
 
     def release(self, conn: Connection, *, reusable: bool) -> None:
         """Give ``conn`` back: kept idle when ``reusable`` (the answer was read to its end), else closed."""
