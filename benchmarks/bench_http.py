@@ -233,8 +233,8 @@ def progress(msg: str) -> None:
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Start the HTTP server, two sidecars (keep-alive on and off) and the floor; measure; the rows."""
-    n = 600 if quick else 2000
-    seconds = 3.0 if quick else 8.0
+    n = 600 if quick else 1200
+    seconds = 3.0 if quick else 6.0
     rounds = 3 if quick else 6
     started = time.perf_counter()
     result: dict[str, Any] = {"name": "http", "machine": machine(), "quick": quick}
