@@ -137,6 +137,14 @@ class _Endpoint:
         conn.abort()
         self.open -= 1
         self.wake(None)
+        self.forget_if_unused()
+
+    def forget_if_unused(self) -> None:
+        """Leave the pool's table once nothing is open or waited for: a generic ``http`` tool may reach
+        any number of hosts, and the table must not grow with every one it ever called."""
+        if self.open == 0 and not self.idle and all(w.done() for w in self.waiters):
+            if self.pool._endpoints.get(self.key) is self:
+                del self.pool._endpoints[self.key]
 
     def wake(self, conn: Connection | None) -> bool:
         """Hand ``conn`` (or, None, a free slot) to the first live waiter; False if nobody waits."""
@@ -174,6 +182,9 @@ class Pool:
         """
         endpoint = await self._endpoint(key)
         while True:
+            current = self._endpoints.setdefault(key, endpoint)   # it may have left the table while we waited
+            if current is not endpoint:
+                endpoint = current
             while endpoint.idle and not fresh:
                 conn = endpoint.idle.pop()
                 conn.idle = False
@@ -191,6 +202,7 @@ class Pool:
                 except BaseException:
                     endpoint.open -= 1
                     endpoint.wake(None)
+                    endpoint.forget_if_unused()
                     raise
             if fresh and endpoint.idle:
                 endpoint.drop_idle(endpoint.idle[0])   # make room: the oldest idle one goes
@@ -206,6 +218,7 @@ class Pool:
                         self.release(got, reusable=not got.broken)
                     else:
                         endpoint.wake(None)      # pass the free slot on
+                endpoint.forget_if_unused()
                 raise
             if handed is not None:
                 if not fresh:
@@ -217,6 +230,7 @@ class Pool:
                 except BaseException:
                     endpoint.open -= 1
                     endpoint.wake(None)
+                    endpoint.forget_if_unused()
                     raise
 
     def release(self, conn: Connection, *, reusable: bool) -> None:

@@ -231,6 +231,14 @@ async def test_tls_connections_are_kept_alive_once_verified(tls_server: FakeServ
     assert tls_server.accepted == 1 and tls_server.count("GET", "/n") == 3
 
 
+async def test_endpoints_with_nothing_open_leave_the_pool(server: FakeServer, define: Define) -> None:
+    server.route("GET", r"/n", lambda ex: Reply(200, b"yes", {"Connection": "close"}))
+    run, tool = runners(), web(define)
+    for _ in range(3):
+        assert (await get(run, tool, server.url + "/n")).ok
+    assert run.http_pool._endpoints == {}      # a generic http tool may call any number of hosts
+
+
 async def test_a_connection_is_never_shared_across_destination_rules(server: FakeServer, define: Define) -> None:
     server.route("GET", r"/n", lambda ex: Reply(200, b"yes"))
     run = Executors(from_dict({"network_hosts": {"other": ["127.0.0.0/8"]}}))
