@@ -133,10 +133,10 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
     ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
                        "[hlpd-api], [git-forgejo], [auth], [callers], [approve], [confirm], [secrets], "
                        "[network_hosts]); did you mean 'gatekeeper'?"),
-    ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
-    ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[defaults]\nhttp_max_connections = -1\n", "http_max_connections: expected a whole number from 0 to 10000"),
     ("[defaults]\nhttp_idle_ms = 1.5\n", "http_idle_ms: expected whole milliseconds"),
+    ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
+    ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[hlpd-api\n", "not valid TOML"),
 ])
 def test_mistakes_say_what_was_expected(tmp_path: Path, text: str, expected: str | None) -> None:
