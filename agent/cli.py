@@ -694,6 +694,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _sandbox(args)
     config = _config(args)
+    from .heap import keep_large_blocks
+
+    keep_large_blocks()   # a stream's 64-256 KiB blocks are reused, not mapped and unmapped each time
     if config is None:
         import logging
 

@@ -10,6 +10,8 @@ endpoint::
     user_agent = "bitong/0.1.0"      # sent by every HTTP executor
     retry_backoff_ms = 100           # the first wait before a retry; doubles each time
     retry_backoff_max_ms = 2000      # the longest single wait
+    http_max_connections = 32        # kept-alive connections per HTTP endpoint, busy or idle
+    http_idle_ms = 2000              # an idle one is closed after this (0: a connection per request)
 
     [gatekeeper]                     # POST {url}/exec
     default = "BS-SG-001"            # for tools without `endpoint:`
@@ -205,6 +207,8 @@ class Defaults:
     user_agent: str = "bitong"
     retry_backoff_s: float = 0.1
     retry_backoff_max_s: float = 2.0
+    http_max_connections: int = 32     # open connections per HTTP endpoint (busy + idle); 0: none kept
+    http_idle_s: float = 2.0           # an idle kept-alive connection is closed after this; 0: none kept
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,7 +425,8 @@ def _confirm(path: str, table: Mapping[str, Any]) -> ConfirmSettings:
 
 
 def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
-    _known(path, "[defaults]", table, ("user_agent", "retry_backoff_ms", "retry_backoff_max_ms"))
+    _known(path, "[defaults]", table, ("user_agent", "retry_backoff_ms", "retry_backoff_max_ms",
+                                       "http_max_connections", "http_idle_ms"))
     base = Defaults()
     agent = _text(path, "[defaults] user_agent", table.get("user_agent", base.user_agent))
     if _CONTROL.search(agent):
@@ -431,7 +436,13 @@ def _defaults(path: str, table: Mapping[str, Any]) -> Defaults:
     if most < first:
         raise ConfigError(f"{path}: [defaults] retry_backoff_max_ms ({most}) must be at least retry_backoff_ms "
                           f"({first})")
-    return Defaults(user_agent=agent, retry_backoff_s=first / 1000, retry_backoff_max_s=most / 1000)
+    most_open = table.get("http_max_connections", base.http_max_connections)
+    if isinstance(most_open, bool) or not isinstance(most_open, int) or not 0 <= most_open <= 10_000:
+        raise ConfigError(f"{path}: [defaults] http_max_connections: expected a whole number from 0 to 10000, "
+                          f"found {most_open!r}")
+    idle = _millis(path, "[defaults] http_idle_ms", table.get("http_idle_ms", round(base.http_idle_s * 1000)))
+    return Defaults(user_agent=agent, retry_backoff_s=first / 1000, retry_backoff_max_s=most / 1000,
+                    http_max_connections=most_open, http_idle_s=idle / 1000)
 
 
 def _python(path: str, table: Mapping[str, Any]) -> PythonSettings:

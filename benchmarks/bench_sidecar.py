@@ -41,9 +41,11 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -251,15 +253,17 @@ class ServerProcess:
     """
 
     def __init__(self, roots: list[Path], sock: Path, log: Path, env: dict[str, str], repo: Path = REPO,
-                 argv: list[str] | None = None) -> None:
+                 argv: list[str] | None = None, config: Path | None = None, listen: str | None = None) -> None:
         self.health = argv is None
         if argv is None:
-            argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}"]
+            argv = [sys.executable, "-m", "agent", "serve", "--listen", listen or f"unix:{sock}"]
             for root in roots:
                 argv += ["--tools", str(root)]
+            if config is not None:
+                argv += ["--config", str(config)]
         self.sock = sock
         self.log = log
-        self.address = f"unix:{sock}"
+        self.address = listen or f"unix:{sock}"
         self._logf = open(log, "wb")  # the server's stdout for its whole life; closed in stop()
         self.proc = subprocess.Popen(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=self._logf,
                                      stderr=subprocess.STDOUT, start_new_session=True)
@@ -280,7 +284,7 @@ class ServerProcess:
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 return False
-            if self.sock.exists():
+            if self.sock.exists() or not self.address.startswith("unix:"):
                 with grpc.insecure_channel(self.address) as ch:
                     try:
                         if not self.health:
@@ -316,30 +320,60 @@ class ServerProcess:
         self._logf.close()
 
 
-def start_server(tmp: Path, roots: list[Path], repo: Path = REPO) -> tuple[ServerProcess, dict[str, Any]]:
+def approving_config(tmp: Path, roots: list[Path], extra: str = "") -> Path:
+    """A config whose ``[approve]`` names every tool in ``roots``: the benchmark's tools declare ``exec``
+    (or ``network``), which a served sidecar runs only when approved (README, "Approval of sensitive
+    tools"); the eval registry's are approved too, so Match sees the same 42 tools as before approvals."""
+    names = sorted({m.group(1) for root in roots for hdlp in root.glob("*/TOOL.hdlp")
+                    for m in [re.search(r"^name:[ \t]*(\S+)", hdlp.read_text(encoding="utf-8"), re.M)] if m})
+    path = tmp / "bench.toml"
+    path.write_text(f"[approve]\ntools = {json.dumps(names)}\n{extra}", encoding="utf-8")
+    return path
+
+
+def start_server(tmp: Path, roots: list[Path], repo: Path = REPO,
+                 config: Path | None = None) -> tuple[ServerProcess, dict[str, Any]]:
     """Start the sidecar; if the compiled parser cannot load (a tree mid-edit), say so and use the pure one.
 
     The parser only runs at load time, so its twin does not change any figure measured here.
     ``repo`` other than this checkout (an exported commit, say) goes first on PYTHONPATH.
+    ``config``: ``--config`` (default: :func:`approving_config` of the roots).
     """
     notes: dict[str, Any] = {"parser_fallback": False, "repo": str(repo)}
     env = dict(os.environ)
     if repo != REPO:
         env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo)
+    if config is None:
+        config = approving_config(tmp, roots)
+    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo, config=config)
     if srv.wait_ready():
         return srv, notes
     tail = srv.log_tail()
     srv.stop()
     env["BITONG_PURE"] = "1"
     (tmp / "bitong.sock").unlink(missing_ok=True)
-    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo)
+    srv = ServerProcess(roots, tmp / "bitong.sock", tmp / "server.log", env, repo, config=config)
     if not srv.wait_ready():
         tail2 = srv.log_tail()
         srv.stop()
         raise RuntimeError(f"bitong serve did not start:\n{tail}\n--- with BITONG_PURE=1:\n{tail2}")
     notes.update(parser_fallback=True, parser_failure=tail)
     return srv, notes
+
+
+def start_tcp(tmp: Path, root: Path, extra: str = "") -> ServerProcess:
+    """The same sidecar on 127.0.0.1 (a port free a moment ago): no unix front, no relay."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = Path(tempfile.mkdtemp(prefix="tcp-", dir=tmp))
+    srv = ServerProcess([root], folder / "unused.sock", folder / "server.log", dict(os.environ),
+                        config=approving_config(folder, [root], extra), listen=f"127.0.0.1:{port}")
+    if not srv.wait_ready():
+        tail = srv.log_tail()
+        srv.stop()
+        raise RuntimeError(f"bitong serve on 127.0.0.1:{port} did not start:\n{tail}")
+    return srv
 
 
 def start_floor(tmp: Path, repo: Path) -> ServerProcess:

@@ -37,6 +37,7 @@ from .gatekeeper import GatekeeperExecutor
 from .handler import PythonExecutor
 from .hlpd_api import HlpdApiExecutor
 from .http_endpoint import HttpExecutor
+from .http_pool import Pool
 from .retry import Backoff, run_with_retry
 from .sandbox import Sandbox
 from .shell import ShellExecutor
@@ -72,13 +73,15 @@ class Executors:
         self.config = config
         defaults = config.defaults
         self.backoff = Backoff(first_s=defaults.retry_backoff_s, max_s=defaults.retry_backoff_max_s)
+        # One pool for the four HTTP executors: two tools on the same endpoint share its connections.
+        self.http_pool = Pool(defaults.http_max_connections, defaults.http_idle_s)
         runners: list[Executor] = [
             ShellExecutor(sandbox=sandbox, secrets=config.tool_secrets),
             PythonExecutor(config.python, sandbox=sandbox, secrets=config.tool_secrets),
-            HttpExecutor(defaults, config.network_hosts),
-            GatekeeperExecutor(config.service("gatekeeper"), defaults),
-            HlpdApiExecutor(config.service("hlpd-api"), defaults),
-            ForgejoExecutor(config.service("git-forgejo"), defaults),
+            HttpExecutor(defaults, config.network_hosts, self.http_pool),
+            GatekeeperExecutor(config.service("gatekeeper"), defaults, self.http_pool),
+            HlpdApiExecutor(config.service("hlpd-api"), defaults, self.http_pool),
+            ForgejoExecutor(config.service("git-forgejo"), defaults, self.http_pool),
         ]
         self._runners: dict[str, Executor] = {r.name: r for r in runners}
 

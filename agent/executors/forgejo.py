@@ -56,6 +56,7 @@ from bitong.v1.agent_pb2 import ToolDef
 from ..config import Defaults, Endpoint, SecretUnavailable, Service
 from .base import Outcome, Sink
 from .http_client import Request, fetch, query_string, quote_segment
+from .http_pool import Pool
 from .shell import DEFAULT_MAX_OUTPUT
 
 __all__ = ["ForgejoExecutor", "METHODS"]
@@ -97,9 +98,10 @@ class ForgejoExecutor:
 
     name = "git-forgejo"
 
-    def __init__(self, service: Service, defaults: Defaults = Defaults()) -> None:
+    def __init__(self, service: Service, defaults: Defaults = Defaults(), pool: Pool | None = None) -> None:
         self.service = service
         self.defaults = defaults
+        self.pool = pool or Pool()   # kept-alive connections (http_pool.py)
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -136,7 +138,8 @@ class ForgejoExecutor:
             else:
                 verb = "POST"
         request = _request(endpoint, headers, spec, verb, values, tool.method)
-        outcome = await fetch(request, deadline=deadline, cap=cap, sink=sink, user_agent=self.defaults.user_agent)
+        outcome = await fetch(request, deadline=deadline, cap=cap, sink=sink, user_agent=self.defaults.user_agent,
+                              pool=self.pool)
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         return outcome
 
@@ -151,7 +154,7 @@ class ForgejoExecutor:
         if branch:
             path += "?" + urllib.parse.urlencode({"ref": branch})
         lookup = await fetch(Request("GET", _base(endpoint) + path, list(headers)), deadline=deadline,
-                             cap=_LOOKUP_CAP, user_agent=self.defaults.user_agent)
+                             cap=_LOOKUP_CAP, user_agent=self.defaults.user_agent, pool=self.pool)
         if lookup.http_status == 404:
             return ""  # no such folder yet: creating the file creates it
         if not lookup.ok:

@@ -30,6 +30,7 @@ from bitong.v1.agent_pb2 import ToolDef
 from ..config import Defaults, SecretUnavailable, Service
 from .base import Outcome, Sink
 from .http_client import Request, fetch
+from .http_pool import Pool
 from .shell import DEFAULT_MAX_OUTPUT
 
 __all__ = ["GatekeeperExecutor"]
@@ -40,9 +41,10 @@ class GatekeeperExecutor:
 
     name = "gatekeeper"
 
-    def __init__(self, service: Service, defaults: Defaults = Defaults()) -> None:
+    def __init__(self, service: Service, defaults: Defaults = Defaults(), pool: Pool | None = None) -> None:
         self.service = service
         self.defaults = defaults
+        self.pool = pool or Pool()   # kept-alive connections (http_pool.py)
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -57,4 +59,4 @@ class GatekeeperExecutor:
                           separators=(",", ":")).encode("utf-8")
         request = Request("POST", endpoint.url + "/exec", headers, body)
         return await fetch(request, deadline=deadline, cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT,
-                           sink=sink, user_agent=self.defaults.user_agent)
+                           sink=sink, user_agent=self.defaults.user_agent, pool=self.pool)

@@ -34,6 +34,7 @@ from bitong.v1.agent_pb2 import ToolDef
 from ..config import Defaults, SecretUnavailable, Service
 from .base import Outcome, Sink
 from .http_client import Request, fetch, query_string, quote_segment
+from .http_pool import Pool
 from .shell import DEFAULT_MAX_OUTPUT, render_value
 
 __all__ = ["HlpdApiExecutor", "Route", "route"]
@@ -70,9 +71,10 @@ class HlpdApiExecutor:
 
     name = "hlpd-api"
 
-    def __init__(self, service: Service, defaults: Defaults = Defaults()) -> None:
+    def __init__(self, service: Service, defaults: Defaults = Defaults(), pool: Pool | None = None) -> None:
         self.service = service
         self.defaults = defaults
+        self.pool = pool or Pool()   # kept-alive connections (http_pool.py)
 
     async def run(self, tool: ToolDef, params: dict[str, Any], *, deadline: float,
                   sink: Sink | None = None) -> Outcome:
@@ -103,4 +105,4 @@ class HlpdApiExecutor:
             body = json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         return await fetch(Request(verb, url, headers, body), deadline=deadline,
                            cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT, sink=sink,
-                           user_agent=self.defaults.user_agent)
+                           user_agent=self.defaults.user_agent, pool=self.pool)

@@ -35,10 +35,16 @@
   that gave up on a POST may have passed it on, and sending it twice is not
   safe.
 
-One connection per request (``Connection: close``): these are calls to a
-handful of internal services, each bounded by its own deadline, and a pool
-would have to answer for half-read responses after a cancellation. Request
-headers never appear in any error, result or log line: they carry tokens.
+Connections are kept alive and reused per endpoint (:mod:`.http_pool`):
+one goes back to the pool only when its answer was read to its framed end
+(Content-Length, chunked, or no body) on HTTP/1.1 without ``Connection:
+close``; a cut body (the cap), a timeout, a cancellation, a sink that
+failed or any error drops it. A pooled connection found dead before the
+request is written is replaced by a fresh one, once; once any request byte
+was written, a failure is the call's error and is not repeated here (the
+request may not be idempotent). Without a pool (``pool=None``) each request
+has its own connection and says ``Connection: close``. Request headers
+never appear in any error, result or log line: they carry tokens.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from . import destinations
 from .base import STDERR, STDOUT, Outcome, Sink
+from .http_pool import Connection, Pool, tls_key
 from .shell import render_value
 
 __all__ = ["Request", "fetch", "header", "query_string", "quote_segment", "IDEMPOTENT"]
@@ -68,7 +75,7 @@ _METHOD = re.compile(r"[A-Z][A-Z0-9_-]{0,31}")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # what may not appear in a header value (tab may)
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
-_STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})(?: ([^\r\n]*))?\r?\n")
+_STATUS = re.compile(rb"HTTP/1\.([01]) (\d{3})(?: ([^\r\n]*))?\r?\n")
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = "/?%:@!$&'()*+,;=-._~"
 
@@ -150,6 +157,12 @@ class _State:
     sent_out: int = 0      # body bytes the sink took (StreamCall)
     sent_err: int = 0
     truncated: bool = False
+    keep_alive: bool = False   # HTTP/1.1 without "Connection: close"
+    complete: bool = False     # the body was read to its framed end
+
+
+_ONE_SHOT = Pool(max_connections=0, idle_s=0)
+"""fetch() without a pool: a connection per request, closed after it."""
 
 
 def _target(url: str) -> _Target:
@@ -174,7 +187,7 @@ def _target(url: str) -> _Target:
     return _Target(parts.scheme, host, port, target, shown if port == default else f"{shown}:{port}")
 
 
-def _head(request: Request, target: _Target, user_agent: str) -> bytes:
+def _head(request: Request, target: _Target, user_agent: str, keep_alive: bool) -> bytes:
     method = request.method.upper()
     if not _METHOD.fullmatch(method):
         raise _Refused(f"{request.method!r} is not an HTTP method")
@@ -191,7 +204,8 @@ def _head(request: Request, target: _Target, user_agent: str) -> bytes:
         if _CTL.search(value):
             raise _Refused(f"the value of header {name} contains a line break or control character")
         lines.append(f"{name}: {value}")
-    lines.append("Connection: close")
+    if not keep_alive:
+        lines.append("Connection: close")
     if request.body or method in ("POST", "PUT", "PATCH"):
         lines.append(f"Content-Length: {len(request.body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8")
@@ -204,19 +218,22 @@ def _tls() -> ssl.SSLContext:
 
 
 async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | None = None,
-                user_agent: str = "bitong", hosts: Sequence[str] | None = None) -> Outcome:
+                user_agent: str = "bitong", hosts: Sequence[str] | None = None, pool: Pool | None = None) -> Outcome:
     """Send ``request`` and answer with its :class:`Outcome` (see the module docstring).
 
     ``hosts``: the tool's ``network_hosts`` (the generic ``http`` executor's
     calls; None for configured endpoints): the destination is checked by
     :mod:`.destinations` and the connection made to a checked address.
+    ``pool``: where connections are kept alive (the :class:`Executors`'
+    one); None: a connection for this request only.
 
     Raises only CancelledError (and the sink's errors, after dropping the connection).
     """
     started = time.monotonic()
+    pool = pool or _ONE_SHOT
     try:
         target = _target(request.url)
-        head = _head(request, target, user_agent)
+        head = _head(request, target, user_agent, pool.keep_alive)
     except _Refused as exc:
         return Outcome(ok=False, error=f"cannot send the request: {exc}")
     if deadline <= started:
@@ -225,7 +242,8 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
     state = _State()
     method = request.method.upper()
     shown = f"{method} {target.scheme}://{target.host_header}{target.target}"   # no headers: they hold tokens
-    writer: asyncio.StreamWriter | None = None
+    conn: Connection | None = None
+    reusable = False
     timeout = asyncio.timeout(deadline - started)
     failure = ""
     retryable = False
@@ -233,7 +251,8 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
     try:
         try:
             async with timeout:
-                reader, writer = await _connect(target, hosts)
+                conn = await _connect(pool, target, hosts)
+                reader, writer = conn.reader, conn.writer
                 state.phase = "sending the request"
                 writer.write(head)
                 if request.body:
@@ -251,6 +270,7 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
                     await _read_body(reader, state, method, cap, sink if stream else None)
                 except _Enough:
                     state.truncated = True
+                reusable = state.keep_alive and state.complete and not state.truncated
         except TimeoutError:
             if not timeout.expired():
                 raise  # a socket-level timeout: an OSError, handled below
@@ -287,28 +307,40 @@ async def fetch(request: Request, *, deadline: float, cap: int, sink: Sink | Non
         else:
             failure = f"network error with {target.where} while {state.phase}: {exc}"
     finally:
-        if writer is not None:
-            writer.transport.abort()  # one request per connection; abort frees it now, even mid-body
+        if conn is not None:   # kept only when read to its end; otherwise abort frees it now, even mid-body
+            pool.release(conn, reusable=reusable)
     out = _outcome(state, started, deadline, cap, method, target, sink is not None, failure, retryable, timed_out)
     out.http_request = shown
     return out
 
 
-async def _connect(target: _Target, hosts: Sequence[str] | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Open the connection: to the host as named, or (``hosts`` given) to each checked address in turn."""
+async def _connect(pool: Pool, target: _Target, hosts: Sequence[str] | None) -> Connection:
+    """A connection from the pool, or a new one: to the host as named, or (``hosts`` given) to each
+    checked address in turn. Keyed by the ``hosts`` rule too: reuse never skips a destination check
+    that a different rule would have made."""
     tls = _tls() if target.scheme == "https" else None
     name = target.host if target.scheme == "https" else None
-    if hosts is None:
-        return await asyncio.open_connection(target.host, target.port, limit=_MAX_HEAD, ssl=tls, server_hostname=name)
-    addresses = await destinations.resolve(target.host, target.port, hosts)
-    last: OSError | None = None
-    for address in addresses:
-        try:
-            return await asyncio.open_connection(address, target.port, limit=_MAX_HEAD, ssl=tls, server_hostname=name)
-        except ConnectionRefusedError as exc:
-            last = exc
-    assert last is not None
-    raise last
+    loop = asyncio.get_running_loop()
+
+    async def open_(factory: Callable[[], asyncio.Protocol]) -> tuple[asyncio.BaseTransport, asyncio.BaseProtocol]:
+        if hosts is None:
+            return await loop.create_connection(factory, target.host, target.port, ssl=tls, server_hostname=name)
+        addresses = await destinations.resolve(target.host, target.port, hosts)
+        last: OSError | None = None
+        for address in addresses:
+            try:
+                return await loop.create_connection(factory, address, target.port, ssl=tls, server_hostname=name)
+            except ConnectionRefusedError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    key = (target.scheme, target.host.lower(), target.port, tls_key(tls), None if hosts is None else tuple(hosts))
+    conn = await pool.acquire(key, open_)
+    if conn.reused and (conn.broken or not conn.quiet()):   # died idle, nothing sent on it yet: one fresh one
+        pool.release(conn, reusable=False)
+        conn = await pool.acquire(key, open_, fresh=True)
+    return conn
 
 
 def _all_refused(exc: OSError) -> bool:
@@ -356,7 +388,7 @@ async def _read_head(reader: asyncio.StreamReader, state: _State) -> None:
         m = _STATUS.fullmatch(bytes(raw))
         if m is None:
             raise _BadResponse(f"the status line is {bytes(raw[:80])!r}")
-        status = int(m.group(1))
+        status = int(m.group(2))
         headers: list[tuple[str, str]] = []
         while True:
             line = await reader.readuntil(b"\n")
@@ -372,7 +404,9 @@ async def _read_head(reader: asyncio.StreamReader, state: _State) -> None:
         if 100 <= status < 200 and status != 101:
             continue
         state.status = status
-        state.reason = (m.group(2) or b"").decode("latin-1").strip()
+        state.reason = (m.group(3) or b"").decode("latin-1").strip()
+        closing = "close" in (header(headers, "connection") or "").lower()
+        state.keep_alive = m.group(1) == b"1" and not closing
         state.head = bytes(raw)
         state.location = header(headers, "location")
         state.headers = headers
@@ -395,10 +429,12 @@ async def _read_body(reader: asyncio.StreamReader, state: _State, method: str, c
             raise _Enough
 
     if method == "HEAD" or state.status in (204, 304):
+        state.complete = True
         return
     coding = (header(headers, "transfer-encoding") or "").lower()
     if coding and coding.split(",")[-1].strip() == "chunked":
         await _chunked(reader, deliver)
+        state.complete = True
         return
     length_text = header(headers, "content-length")
     if length_text is not None:
@@ -411,6 +447,7 @@ async def _read_body(reader: asyncio.StreamReader, state: _State, method: str, c
                 raise asyncio.IncompleteReadError(b"", left)
             left -= len(data)
             await deliver(data)
+        state.complete = True
         return
     while True:  # no framing: the body runs to the end of the connection
         data = await reader.read(_READ)

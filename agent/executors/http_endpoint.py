@@ -40,6 +40,7 @@ from bitong.v1.agent_pb2 import ToolDef
 from ..config import Defaults
 from .base import Outcome, Sink
 from .http_client import Request, fetch, header
+from .http_pool import Pool
 from .shell import DEFAULT_MAX_OUTPUT
 
 __all__ = ["HttpExecutor", "PARAMS", "VERBS"]
@@ -54,8 +55,9 @@ class HttpExecutor:
     name = "http"
 
     def __init__(self, defaults: Defaults = Defaults(),
-                 network_hosts: Mapping[str, tuple[str, ...]] | None = None) -> None:
+                 network_hosts: Mapping[str, tuple[str, ...]] | None = None, pool: Pool | None = None) -> None:
         self.defaults = defaults
+        self.pool = pool or Pool()   # kept-alive connections (http_pool.py)
         # [network_hosts] of the config: per tool, replacing the definition's list
         self.network_hosts = network_hosts or {}
 
@@ -93,4 +95,5 @@ class HttpExecutor:
         return await fetch(Request(verb, url, headers, data), deadline=deadline,
                            cap=tool.constraints.max_output_bytes or DEFAULT_MAX_OUTPUT, sink=sink,
                            user_agent=self.defaults.user_agent,
-                           hosts=self.network_hosts.get(tool.name, tuple(tool.permissions.network_hosts)))
+                           hosts=self.network_hosts.get(tool.name, tuple(tool.permissions.network_hosts)),
+                           pool=self.pool)

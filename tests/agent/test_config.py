@@ -37,6 +37,8 @@ def test_the_readme_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         user_agent = "bitong/0.1.0"
         retry_backoff_ms = 50
         retry_backoff_max_ms = 800
+        http_max_connections = 8
+        http_idle_ms = 1500
 
         [gatekeeper]
         default = "BS-SG-001"
@@ -65,6 +67,7 @@ def test_the_readme_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert (fj.owner, fj.repo, fj.branch, fj.auth_scheme) == ("zhuyuan", "native-repo", "main", "token")
     assert cfg.service("hlpd-api").pick("").token is None
     assert cfg.defaults.retry_backoff_s == 0.05 and cfg.defaults.user_agent == "bitong/0.1.0"
+    assert (cfg.defaults.http_max_connections, cfg.defaults.http_idle_s) == (8, 1.5)
     assert SECRET not in repr(cfg) and SECRET not in str(gk.pick("BS-GZ-006"))
 
 
@@ -130,6 +133,8 @@ def test_a_token_file_is_read_again_at_each_use(tmp_path: Path) -> None:
     ("[gatekeepr]\n", "[gatekeepr]: unknown table (expected one of: [defaults], [python], [gatekeeper], "
                        "[hlpd-api], [git-forgejo], [auth], [callers], [approve], [confirm], [secrets], "
                        "[network_hosts]); did you mean 'gatekeeper'?"),
+    ("[defaults]\nhttp_max_connections = -1\n", "http_max_connections: expected a whole number from 0 to 10000"),
+    ("[defaults]\nhttp_idle_ms = 1.5\n", "http_idle_ms: expected whole milliseconds"),
     ("[defaults]\nretry_backoff_ms = 500\nretry_backoff_max_ms = 100\n", "must be at least retry_backoff_ms"),
     ("[python]\ninterpreter = \"python3\"\n", "absolute path of an executable Python"),
     ("[python]\nzygote = \"no\"\n", "[python] zygote: expected true or false, found 'no'"),

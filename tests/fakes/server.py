@@ -5,7 +5,9 @@ with real bytes. Routes are ``(verb, regex) -> function(exchange)``; an
 :class:`Exchange` can answer at once, answer in chunks as the test allows
 (``threading.Event``), hold the answer back until the test releases it, or
 wait until the client hangs up, so tests wait on events, never on sleeps.
-Every request is recorded (verb, path, query, headers, body).
+Every request is recorded (verb, path, query, headers, body), and every
+connection counted as it is accepted and closed (the keep-alive tests).
+With ``tls=(cert, key)`` it speaks HTTPS.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import re
 import select
 import socket
+import ssl
 import threading
 import urllib.parse
 from typing import Any
@@ -106,11 +109,15 @@ def _encode(body: Any) -> tuple[bytes, str]:
 class FakeServer:
     """``with FakeServer() as srv: srv.route("GET", r"/x", fn)``; ``srv.url`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.routes: list[tuple[str, re.Pattern[str], Route]] = []
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.release = threading.Event()   # set at stop(): anything held back lets go
+        self.connections = threading.Condition()
+        self.accepted = 0          # connections accepted
+        self.closed = 0            # connections closed (by either side), after the socket was closed
+        self.most_open = 0         # the most open at once
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -122,9 +129,26 @@ class FakeServer:
             def _any(self) -> None:
                 owner._dispatch(self)
 
+            def setup(self) -> None:
+                super().setup()
+                with owner.connections:
+                    owner.accepted += 1
+                    owner.most_open = max(owner.most_open, owner.accepted - owner.closed)
+
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _any
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def shutdown_request(self, request: Any) -> None:
+                super().shutdown_request(request)
+                with owner.connections:
+                    owner.closed += 1
+                    owner.connections.notify_all()
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01},
                                        name="fake-http", daemon=True)
@@ -135,7 +159,13 @@ class FakeServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if isinstance(self.httpd.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def wait_closed(self, count: int, within: float = 10.0) -> bool:
+        """Block until ``count`` connections have closed (or ``within`` passed)."""
+        with self.connections:
+            return self.connections.wait_for(lambda: self.closed >= count, within)
 
     def route(self, method: str, pattern: str, fn: Route) -> None:
         """Answer ``method`` on paths matching ``pattern`` (a full match) with ``fn``; later routes win."""

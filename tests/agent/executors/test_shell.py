@@ -377,6 +377,24 @@ def test_streaming_delivers_chunks_in_order(run: Runner[Outcome], make_tool: Mak
     assert out.stdout == b"" and not out.truncated
 
 
+def test_a_streamed_stdout_gets_a_larger_pipe(run: Runner[Outcome], make_tool: MakeTool) -> None:
+    """StreamCall reads bigger chunks from a 1 MiB pipe (fewer gRPC messages); a Call keeps the default."""
+    tool = make_tool(f"{sys.executable} -c 'import fcntl; print(fcntl.fcntl(1, fcntl.F_GETPIPE_SZ))'")
+    chunks: list[bytes] = []
+
+    async def sink(stream: int, data: bytes) -> None:
+        chunks.append(data)
+
+    streamed = run(SHELL.run(tool, {}, deadline=soon(), sink=sink))
+    called = run(SHELL.run(tool, {}, deadline=soon()))
+    assert streamed.ok and called.ok
+    with open("/proc/sys/fs/pipe-max-size") as f:
+        most = int(f.read())
+    grown = most >= 1 << 20 or os.geteuid() == 0   # past pipe-max-size only root may go
+    assert b"".join(chunks) == f"{1 << 20 if grown else 65536}\n".encode()
+    assert called.stdout == b"65536\n"
+
+
 def _read_so_far() -> Callable[[], int]:
     """Bytes this thread has read so far (/proc/thread-self/io rchar), minus the reads of the probe itself."""
     fd = os.open("/proc/thread-self/io", os.O_RDONLY)
