@@ -46,7 +46,7 @@ from parser import patterns
 
 from .numerals import scan_number
 
-__all__ = ["ParamError", "Validated", "InvalidValue", "validate", "coerce", "normalize", "parse_duration",
+__all__ = ["ParamError", "Validated", "whole_numbers", "InvalidValue", "validate", "coerce", "normalize", "parse_duration",
            "NORMALIZERS", "TYPES"]
 
 TYPES = ("string", "integer", "number", "boolean", "array", "object")
@@ -280,7 +280,7 @@ def coerce(type_: str, value: Any) -> Any:
             except ValueError:
                 raise InvalidValue(f"expected {words}; got text that is not JSON: {_show(value)}") from None
         if isinstance(value, want):
-            return _whole(value)
+            return whole_numbers(value)
         raise InvalidValue(f"expected {words}; got {_kind(value)} {_show(value)}")
     raise InvalidValue(f"the tool declares the unknown type {type_!r} (expected one of {', '.join(TYPES)}); "
                    "the tool definition needs fixing")
@@ -300,14 +300,14 @@ def _boolean(value: Any) -> bool:
     raise InvalidValue(f"expected true or false (also accepted: yes/no, 1/0, 是/否); got {_kind(value)} {_show(value)}")
 
 
-def _whole(value: Any) -> Any:
-    """Whole floats inside lists and objects become ints: the Struct made every number a float."""
+def whole_numbers(value: Any) -> Any:
+    """Whole floats inside lists and objects become ints: a Struct (or a Value) holds every number as a float."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, list):
-        return [_whole(v) for v in value]
+        return [whole_numbers(v) for v in value]
     if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
+        return {k: whole_numbers(v) for k, v in value.items()}
     return value
 
 
@@ -538,7 +538,7 @@ def _kind(value: Any) -> str:
 def _show(value: Any, limit: int = 60) -> str:
     """A value as JSON, shortened: it goes back to the caller inside a message."""
     try:
-        text = json.dumps(_whole(value), ensure_ascii=False)
+        text = json.dumps(whole_numbers(value), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         try:
             text = repr(value)

@@ -16,22 +16,15 @@ from google.protobuf import json_format
 
 from bitong.v1.agent_pb2 import ParamSpec, ToolDef
 
+from .params import whole_numbers
+
 __all__ = ["render"]
 
 
 def _value(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(_whole(value), ensure_ascii=False)
+    return value if isinstance(value, str) else json.dumps(whole_numbers(value), ensure_ascii=False)
 
 
-def _whole(value: Any) -> Any:
-    """protobuf keeps every number as a double: 10, not 10.0, where it is whole."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    return value
 
 
 def _limits(spec: ParamSpec) -> str:

@@ -22,6 +22,8 @@ from google.protobuf import json_format
 
 from bitong.v1.agent_pb2 import ParamSpec, ToolDef
 
+from ..params import whole_numbers
+
 __all__ = ["CONFIRM_ARG", "FORMATS", "JSON_SCHEMA_DIALECT", "input_schema", "description", "tool_annotations",
            "json_schema", "openai_function", "mcp_tool", "export"]
 
@@ -46,17 +48,9 @@ _BOUNDS = {
 def _plain(value: Any) -> Any:
     """A google.protobuf.Value as JSON; whole floats as ints (a Struct holds every number as a float)."""
     out = json_format.MessageToDict(value)
-    return _whole(out)
+    return whole_numbers(out)
 
 
-def _whole(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    return value
 
 
 def _bound(value: float) -> int | float:
