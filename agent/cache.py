@@ -368,6 +368,13 @@ class CacheAgent:
                     self.on_swap(snap)
                 self._semantics()
 
+    def swapped(self, snap: Snapshot) -> None:
+        """A snapshot made outside the watch (a rollback, a repository commit): save it, tell on_swap, index it."""
+        self._save()
+        if self.on_swap is not None:
+            self.on_swap(snap)
+        self._semantics()
+
     def _save(self) -> None:
         """Ask for the state to be written: by one task, ``save_every_s`` after the first change asked
         for it (10,000 tools take a while to write; a crash meanwhile costs a slower restart, no more)."""

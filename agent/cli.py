@@ -683,6 +683,49 @@ def cmd_pending(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- versions, rollback, unpin
+
+def _version_lines(reply: pb.VersionsResponse) -> list[str]:
+    import datetime
+
+    lines = []
+    for v in reply.versions:
+        when = datetime.datetime.fromtimestamp(v.loaded_unix_ms / 1000, datetime.UTC)
+        where = f"commit {v.commit[:12]}" if v.commit else v.source_path
+        mark = "*" if v.serving else " "
+        lines.append(f"{mark} {v.version:<10} {v.content_sha256[:12]}  {when:%Y-%m-%dT%H:%M:%SZ}  {where}")
+        lines.extend(f"      warning: {w}" for w in v.tool.warnings)
+    if reply.pinned:
+        lines.append(f"pinned: {reply.pinned}")
+    return lines
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    """bitong versions|rollback|unpin TOOL: through the admin socket (the operator's channel)."""
+    import grpc
+
+    from . import admin
+
+    path = args.admin_socket or admin.default_path()
+    _admin_stub(args)   # says so and exits when no server holds the socket
+    stub = admin.lifecycle_stub(path)
+    try:
+        if args.command == "rollback":
+            reply = stub.Rollback(pb.RollbackRequest(tool=args.tool, version=args.version or ""), timeout=30)
+        elif args.command == "unpin":
+            reply = stub.Unpin(pb.VersionsRequest(tool=args.tool), timeout=30)
+        else:
+            reply = stub.Versions(pb.VersionsRequest(tool=args.tool), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(_to_json(reply), ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(_version_lines(reply)))
+    return 0
+
+
 def cmd_audit_log(args: argparse.Namespace) -> int:
     """Print the audit trail (rotated files first), filtered; --json prints the lines as stored."""
     from . import audit
@@ -797,6 +840,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_pending)
+
+    for verb, text in (("versions", "the last three definitions of a tool (* serves)"),
+                       ("rollback", "serve an earlier definition of a tool until unpin or a higher version"),
+                       ("unpin", "end a rollback: the file's definition serves again")):
+        p = sub.add_parser(verb, parents=[common], help=text)
+        p.add_argument("tool", metavar="TOOL")
+        if verb == "rollback":
+            p.add_argument("version", metavar="VERSION", nargs="?", default="",
+                           help="the version to serve (default: the one before the serving one)")
+        p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_versions)
 
     def client(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", metavar="ADDR", help="a running sidecar: host:port or unix:/path")

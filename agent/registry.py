@@ -49,6 +49,7 @@ from .match.calibrate import calibrate
 from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
+from .versions import VersionBook
 
 __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
 
@@ -321,6 +322,7 @@ class Registry:
         self._calibrated_model = ""
         self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
         self._verdicts_policy: ApprovalPolicy | None = None
+        self.versions = VersionBook()   # the last definitions served per tool, and rollbacks (under _lock)
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
@@ -476,8 +478,11 @@ class Registry:
                   ) -> Snapshot:
         if patched is not None:
             tools, errors, upsert, remove = patched
+            tools = self.versions.serve(tools)   # only unpinned tools take this path: nothing is replaced
+            upsert = [tools[t.name] for t in upsert]
         else:
             tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
+            tools = self.versions.serve(tools)
             upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
             remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
@@ -493,6 +498,7 @@ class Registry:
         (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
         tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
                                  self._verdicts_for(self.approval))
+        tools = self.versions.serve(tools)
         stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
         self._state_version += 1
@@ -576,6 +582,24 @@ class Registry:
         self.snapshot = Snapshot(old.tools, old.errors[len(old.lost_roots):], index, old.generation + 1,
                                  old._files, self.roots, old.lost_roots)
 
+    # ------------------------------------------------------------ rollback
+
+    def rollback(self, name: str, version: str = "") -> Snapshot:
+        """Serve an earlier definition of ``name`` (``version``, else the one before); raises RollbackError."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.rollback(name, old.tools.get(name), version)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def unpin(self, name: str) -> Snapshot:
+        """End a rollback: the file's definition serves again; raises RollbackError if none is in force."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.unpin(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()
 
@@ -596,8 +620,9 @@ class Registry:
         with self._lock:
             snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
                 self._calibrated_model
+            history = self.versions.to_state(snap.tools)
         head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
-                                       analysis_fingerprint=snap.index.fingerprint)
+                                       analysis_fingerprint=snap.index.fingerprint, history=history)
         if calibrated is not None:
             head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
                                                   snap.index.lexical_calibration)
@@ -652,6 +677,9 @@ class Registry:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("ignoring registry state %s: %s", path, exc)
             return False
+        if tuple(state.roots) == self.roots:   # versions outlive a parser upgrade: they are definitions, not parses
+            with self._lock:
+                self.versions.restore(state.history)
         if state.parser_fingerprint != parser_fingerprint() or tuple(state.roots) != self.roots:
             log.info("ignoring registry state %s: written for another parser or other roots", path)
             return False

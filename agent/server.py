@@ -30,6 +30,7 @@ from . import admin, approval
 from .admin import ApprovalsServicer
 from .approval import Policy as ApprovalPolicy
 from .approvals_page import ApprovalsPage
+from .lifecycle import LifecycleServicer
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
 from .callers import CallerPolicy, PermissionDenied
@@ -336,9 +337,11 @@ class Sidecar:
             self.admin_server = grpc.aio.server()
             who = f"the admin socket (uid {os.geteuid()} or root)"
             pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(book, who), self.admin_server)
+            pb_grpc.add_LifecycleServicer_to_server(LifecycleServicer(self.registry, self.cache), self.admin_server)
             admin.bind(self.admin_server, self.admin_socket)
             await self.admin_server.start()
-            log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
+            log.info("approvals: bitong approve|deny|pending --admin-socket %s; versions: bitong "
+                     "versions|rollback|unpin", self.admin_socket)
         if self.approvals_http:
             self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
             self.page.start()

@@ -417,7 +417,8 @@ class ToolAgent:
             log.info("call %s: not registered", log_text(name))
             return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
                                  error=f"no tool named '{name}' is registered{hint}")
-        result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor)
+        result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor,
+                               tool_version=tool.version, tool_sha256=tool.content_sha256)
 
         try:
             checked = params.validate(tool, raw_params)
