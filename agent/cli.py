@@ -587,11 +587,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
                    embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
-                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args)))
+                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args),
+                   reload_cooldown_s=args.reload_cooldown))
     except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
         print(f"bitong: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
 
 
 def _development_tools() -> tuple[str, ...]:
@@ -827,6 +838,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(default $XDG_RUNTIME_DIR/bitong/admin.sock or /tmp/bitong-UID/admin.sock; 'off': none)")
     p.add_argument("--approvals-http", metavar="127.0.0.1:PORT", default=None,
                    help="also serve the approvals page on this loopback address (token printed at start)")
+    p.add_argument("--reload-cooldown", type=_non_negative, default=60.0, metavar="S",
+                   help="one tool reloads at most twice in S seconds; a later change applies, whole and latest, "
+                        "when the window allows (default 60; 0: every change at once)")
     p.set_defaults(func=cmd_serve)
 
     for verb, text in (("approve", "let a call waiting for a person run (once)"),

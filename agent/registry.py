@@ -49,6 +49,7 @@ from .match.calibrate import calibrate
 from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
+from .cooldown import Cooldown
 from .versions import VersionBook
 
 __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
@@ -299,9 +300,11 @@ class Registry:
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
                  embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
                  approval: ApprovalPolicy | None = None,
-                 embedder_loader: Callable[[], Embedder | None] | None = None) -> None:
+                 embedder_loader: Callable[[], Embedder | None] | None = None,
+                 cooldown: Cooldown | None = None) -> None:
         """``embedder_loader`` (instead of ``embedder``): the model is loaded by the first
-        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical."""
+        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical.
+        ``cooldown``: at most so many reloads of one tool a window (default: none, every change applies)."""
         if not roots:
             raise ValueError("at least one tools root is needed")
         if max_file_bytes < 1:
@@ -323,6 +326,9 @@ class Registry:
         self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
         self._verdicts_policy: ApprovalPolicy | None = None
         self.versions = VersionBook()   # the last definitions served per tool, and rollbacks (under _lock)
+        self.cooldown = cooldown or Cooldown(0)
+        # changes the cooldown holds back, by path: (the definition serving, it marked pending_change)
+        self._held: dict[str, tuple[ToolDef, ToolDef]] = {}
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
@@ -420,6 +426,7 @@ class Registry:
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
+            self._held.pop(path, None)
             return None  # a plain file, or a folder without TOOL.hdlp: not a tool
         except OSError as exc:
             prev = old._files.get(path)
@@ -434,7 +441,49 @@ class Registry:
         # been fixed without touching its mtime.
         trusted = (prev is not None and prev.stat_key == key and prev.error is None
                    and now_ns - key[0] > _RACY_NS)
-        return prev if trusted and prev is not None else self._load(path, key, prev)
+        if trusted and prev is not None:
+            return prev
+        return self._cool(path, prev, self._load(path, key, prev))
+
+    def _cool(self, path: str, prev: _FileState | None, state: _FileState) -> _FileState:
+        """``state``, or ``prev`` still serving (marked pending_change) while the cooldown holds the change back.
+
+        Only a new definition replacing a serving one counts as a reload: a new
+        tool, a deletion or a file that stops parsing (whose last good version
+        keeps serving anyway) apply at once.
+        """
+        held = self._held.get(path)
+        if prev is None or prev.tool is None or state.error is not None or state.tool is None:
+            return state
+        serving = held[0] if held is not None and held[1] is prev.tool else prev.tool
+        if state.sha256 == serving.content_sha256 or state.tool is serving:
+            # back to what serves (or unchanged): nothing pending any more
+            self._held.pop(path, None)
+            return state if state.tool is serving else _FileState(state.stat_key, state.sha256, serving, None)
+        if self.cooldown.allow(path):
+            self._held.pop(path, None)
+            return state
+        if held is None or held[1] is not prev.tool:
+            due = time.time() + max(0.0, self.cooldown.due(path) - time.monotonic())
+            shown = ToolDef()
+            shown.CopyFrom(serving)
+            shown.pending_change = (
+                f"the file changed again within its reload cooldown ({self.cooldown.reloads} reloads in "
+                f"{self.cooldown.window_s:g}s); its latest content applies at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(due + 0.999))}")
+            log.info("%s: %s", path, shown.pending_change)
+            held = (serving, shown)
+            self._held[path] = held
+        # the stat key of what serves: the file is read again at the next look, and applied once it may
+        return _FileState(prev.stat_key, prev.sha256, held[1], None)
+
+    def held_due(self) -> tuple[float, list[str]] | None:
+        """When (time.monotonic) the first held change may apply, and the tool folders holding one; None: none."""
+        with self._lock:
+            if not self._held:
+                return None
+            return (min(self.cooldown.due(p) for p in self._held),
+                    [os.path.dirname(p) for p in self._held])
 
     def _verdicts_for(self, policy: ApprovalPolicy | None) -> dict[int, tuple[ToolDef, tuple[str, ...]]]:
         """The policy's answers kept from the last resolve; forgotten when the policy is another one."""

@@ -30,6 +30,7 @@ from . import admin, approval
 from .admin import ApprovalsServicer
 from .approval import Policy as ApprovalPolicy
 from .approvals_page import ApprovalsPage
+from .cooldown import DEFAULT_WINDOW_S, Cooldown
 from .lifecycle import LifecycleServicer
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
@@ -224,15 +225,16 @@ class Sidecar:
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
                  approvals_http: str | None = None, sandbox: Sandbox | None = None,
-                 embedder_loader: Any = None) -> None:
+                 embedder_loader: Any = None, reload_cooldown_s: float = DEFAULT_WINDOW_S) -> None:
         """``embedder_loader``: a function that loads the model, called in the background
-        after the server answers (matching is lexical until then); or ``embedder``, loaded."""
+        after the server answers (matching is lexical until then); or ``embedder``, loaded.
+        ``reload_cooldown_s``: the window in which one tool reloads at most twice (0: every change at once)."""
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
         self.approvals = approvals or (config.approve if config is not None else approval.development())
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
-                                 embedder_loader=embedder_loader)
+                                 embedder_loader=embedder_loader, cooldown=Cooldown(reload_cooldown_s))
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
