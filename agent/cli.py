@@ -583,16 +583,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "no --config: the development approvals apply (%s may serve); a config file approves only the tools "
             "its [approve] lists", ", ".join(_development_tools()))
     try:
-        _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
+        repo = _tools_repo(args)
+    except (ValueError, OSError) as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _run(serve(_roots(args) if repo is None or args.tools else [], args.listen, config=config,
+                   vocabulary=_vocabulary(args),
                    embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
                    admin_socket=_admin_socket(args), approvals_http=_approvals_http(args),
-                   reload_cooldown_s=args.reload_cooldown))
-    except (ListenError, OSError) as exc:   # the listener (or the audit file) cannot start as asked
+                   reload_cooldown_s=args.reload_cooldown, **repo or {}))
+    except (ListenError, OSError, ValueError) as exc:   # the listener (or the audit file) cannot start as asked
         print(f"bitong: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _tools_repo(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--tools-repo and its options as Sidecar arguments; None without it."""
+    from .tools_repo import ToolsRepo
+
+    if not args.tools_repo:
+        if args.webhook:
+            raise ValueError("--webhook makes the tools repository fetch: it needs --tools-repo")
+        return None
+    folder = args.repo_dir
+    if not folder:
+        if args.state:
+            folder = os.path.join(os.path.dirname(os.path.abspath(args.state)), "tools-repo")
+        else:
+            base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+            folder = os.path.join(base, "bitong", "tools-repo")
+    repo = ToolsRepo(args.tools_repo, folder, branch=args.branch or "", subdir=args.subdir)
+    secret = b""
+    if args.webhook:
+        value = os.environ.get(args.webhook_secret_env, "")
+        if not value:
+            raise ValueError(f"--webhook needs the shared secret the forge signs with, in ${args.webhook_secret_env}")
+        secret = value.encode()
+    if not args.interval > 0:
+        raise ValueError(f"--interval must be more than 0 seconds, got {args.interval}")
+    return {"tools_repo": repo, "repo_interval_s": args.interval, "webhook": args.webhook, "webhook_secret": secret}
 
 
 def _non_negative(text: str) -> float:
@@ -841,6 +874,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reload-cooldown", type=_non_negative, default=60.0, metavar="S",
                    help="one tool reloads at most twice in S seconds; a later change applies, whole and latest, "
                         "when the window allows (default 60; 0: every change at once)")
+    p.add_argument("--tools-repo", metavar="URL", default=None,
+                   help="serve the tools of this git repository (any URL the system git takes), kept in --repo-dir "
+                        "and fetched every --interval; each new commit swaps in whole")
+    p.add_argument("--branch", default="", help="the branch to follow (default: the repository's HEAD)")
+    p.add_argument("--subdir", default="tools", help="the tools root inside the repository (default tools)")
+    p.add_argument("--interval", type=float, default=60.0, metavar="S", help="fetch every S seconds (default 60)")
+    p.add_argument("--repo-dir", metavar="DIR", default=None,
+                   help="where the clone and the serving commit live (default: tools-repo beside --state, else "
+                        "$XDG_STATE_HOME/bitong/tools-repo)")
+    p.add_argument("--webhook", metavar="HOST:PORT", default=None,
+                   help="take Forgejo/Gitea/GitHub push webhooks here: a signed push fetches at once")
+    p.add_argument("--webhook-secret-env", metavar="VAR", default="BITONG_WEBHOOK_SECRET",
+                   help="the environment variable holding the webhook's shared secret (default BITONG_WEBHOOK_SECRET)")
     p.set_defaults(func=cmd_serve)
 
     for verb, text in (("approve", "let a call waiting for a person run (once)"),

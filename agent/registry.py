@@ -329,37 +329,49 @@ class Registry:
         self.cooldown = cooldown or Cooldown(0)
         # changes the cooldown holds back, by path: (the definition serving, it marked pending_change)
         self._held: dict[str, tuple[ToolDef, ToolDef]] = {}
+        self._whole = False
+        # where a file came from beyond its path: the tools repository's commit (ToolDef.commit)
+        self.origin: Callable[[str], str] | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
-    def rescan(self, folders: Iterable[str] | None = None) -> Snapshot:
+    def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False) -> Snapshot:
         """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
 
         With ``folders`` (tool folders an inotify event named), only their
         TOOL.hdlp files are looked at: the cost is theirs, not the registry's.
         A folder outside the roots is ignored; the roots themselves are not
         listed again (a root that goes or comes back needs a full rescan).
+        ``whole``: every change applies, the reload cooldown holds none back
+        (a repository commit is swapped in as one, never in parts).
         """
         with self._lock:
-            old = self.snapshot
-            if folders is not None:
-                return self._rescan_folders(old, folders)
-            files: dict[str, _FileState] = {}
-            now_ns = time.time_ns()
-            candidates, lost = _candidates(self.roots)
-            lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
-            for path in candidates:
-                state = self._look(old, path, now_ns)
-                if state is not None:
-                    files[path] = state
-            for path, state in old._files.items():
-                if _root_of(path) in lost:  # keep serving what the lost root last held
-                    files[path] = state
-            unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
-                files[p] is old._files[p] or files[p] == old._files[p] for p in files)
-            if not unchanged:
-                self.snapshot = self._assemble(old, files, lost_roots)
-            return self.snapshot
+            self._whole = whole
+            try:
+                return self._rescan(folders)
+            finally:
+                self._whole = False
+
+    def _rescan(self, folders: Iterable[str] | None) -> Snapshot:
+        old = self.snapshot
+        if folders is not None:
+            return self._rescan_folders(old, folders)
+        files: dict[str, _FileState] = {}
+        now_ns = time.time_ns()
+        candidates, lost = _candidates(self.roots)
+        lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
+        for path in candidates:
+            state = self._look(old, path, now_ns)
+            if state is not None:
+                files[path] = state
+        for path, state in old._files.items():
+            if _root_of(path) in lost:  # keep serving what the lost root last held
+                files[path] = state
+        unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
+            files[p] is old._files[p] or files[p] == old._files[p] for p in files)
+        if not unchanged:
+            self.snapshot = self._assemble(old, files, lost_roots)
+        return self.snapshot
 
     def _rescan_folders(self, old: Snapshot, folders: Iterable[str]) -> Snapshot:
         now_ns = time.time_ns()
@@ -453,6 +465,10 @@ class Registry:
         keeps serving anyway) apply at once.
         """
         held = self._held.get(path)
+        if self._whole or (self.origin is not None and self.origin(path)):
+            # a repository's files change by commit, each applied whole: never held back in parts
+            self._held.pop(path, None)
+            return state
         if prev is None or prev.tool is None or state.error is not None or state.tool is None:
             return state
         serving = held[0] if held is not None and held[1] is prev.tool else prev.tool
@@ -511,6 +527,8 @@ class Registry:
             if prev is not None and prev.sha256 == sha:
                 return _FileState(key, sha, prev.tool, prev.error)
             tool = parse_bytes(data, path)
+            if self.origin is not None:
+                tool.commit = self.origin(path)
         except ParseError as exc:
             err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
         except Exception as exc:  # one file must never stop the scan of the others

@@ -32,6 +32,8 @@ from .approval import Policy as ApprovalPolicy
 from .approvals_page import ApprovalsPage
 from .cooldown import DEFAULT_WINDOW_S, Cooldown
 from .lifecycle import LifecycleServicer
+from .tools_repo import RepoSync, ToolsRepo
+from .webhook import Webhook
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
 from .callers import CallerPolicy, PermissionDenied
@@ -225,10 +227,16 @@ class Sidecar:
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
                  approvals_http: str | None = None, sandbox: Sandbox | None = None,
-                 embedder_loader: Any = None, reload_cooldown_s: float = DEFAULT_WINDOW_S) -> None:
+                 embedder_loader: Any = None, reload_cooldown_s: float = DEFAULT_WINDOW_S,
+                 tools_repo: ToolsRepo | None = None, repo_interval_s: float = 60.0, webhook: str | None = None,
+                 webhook_secret: bytes = b"") -> None:
         """``embedder_loader``: a function that loads the model, called in the background
         after the server answers (matching is lexical until then); or ``embedder``, loaded.
-        ``reload_cooldown_s``: the window in which one tool reloads at most twice (0: every change at once)."""
+        ``reload_cooldown_s``: the window in which one tool reloads at most twice (0: every change at once).
+        ``tools_repo``: serve its commit's tools (first among the roots), fetched every ``repo_interval_s``
+        and on each push to ``webhook`` (HOST:PORT) signed with ``webhook_secret``."""
+        if tools_repo is not None:
+            roots = [tools_repo.root, *roots]
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
@@ -236,6 +244,14 @@ class Sidecar:
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
                                  embedder_loader=embedder_loader, cooldown=Cooldown(reload_cooldown_s))
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
+        self.repo_sync = (RepoSync(tools_repo, self.registry, interval_s=repo_interval_s, on_swap=self.cache.swapped)
+                          if tools_repo is not None else None)
+        self.webhook: Webhook | None = None
+        if webhook:
+            if self.repo_sync is None:
+                raise ValueError("--webhook makes the tools repository fetch: it needs --tools-repo")
+            self.webhook = Webhook(webhook, webhook_secret, lambda: tools_repo.branch if tools_repo else "",
+                                   self.repo_sync.trigger)
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
         confirm = self.config.confirm
@@ -269,6 +285,8 @@ class Sidecar:
             max_bytes, keep = self.audit_options
             self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
                                         redactor=Redactor(self.config.secrets()))
+        if self.repo_sync is not None:
+            await self.repo_sync.first()   # a previous run's commit serves as it is; else the clone
         snap = await self.cache.start(defer=True)   # watches, state file and vectors once we serve
         for err in snap.errors:
             log.error("%s", err)
@@ -304,6 +322,12 @@ class Sidecar:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.cache.serving()
+        if self.repo_sync is not None:
+            self.agent.repo_status = self._repo_status
+            self.repo_sync.start()
+        if self.webhook is not None:
+            self.webhook.start()
+            log.info("tools repository webhook on %s", self.webhook.url)
         log.info("bitong serving %d tools on %s (watch: %s)", len(snap.tools), self.address, self.cache.mode)
 
     def _add_port(self, server: grpc.aio.Server) -> int:
@@ -349,6 +373,13 @@ class Sidecar:
             self.page.start()
             log.info("approvals page on %s", self.page.url)
 
+    def _repo_status(self) -> pb.ToolsRepo | None:
+        if self.repo_sync is None:
+            return None
+        st = self.repo_sync.repo.status
+        return pb.ToolsRepo(url=st.url, branch=st.branch, subdir=st.subdir, commit=st.commit,
+                            fetched_unix_ms=st.fetched_unix_ms, applied_unix_ms=st.applied_unix_ms, error=st.error)
+
     @property
     def address(self) -> str:
         if self.listen.startswith("unix:"):
@@ -372,6 +403,10 @@ class Sidecar:
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
         await self._stop_approvals()
+        if self.webhook is not None:
+            await asyncio.to_thread(self.webhook.stop)
+        if self.repo_sync is not None:
+            await self.repo_sync.stop()
         await self.cache.stop()
         if self.agent.audit is not None:
             # Calls the grace period cut off are being cancelled: their lines come as they unwind.

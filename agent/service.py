@@ -208,6 +208,7 @@ class ToolAgent:
         self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
         self.human = human   # None: nobody can approve here (in-process CLI, a server without an admin channel)
         self.confirm_by = confirm_by
+        self.repo_status: Callable[[], pb.ToolsRepo | None] | None = None   # --tools-repo: for ListTools
 
     # ------------------------------------------------------------ human confirmation (confirm_by: human)
 
@@ -312,6 +313,9 @@ class ToolAgent:
             reply.next_page_token = _TOKEN_PREFIX + base64.urlsafe_b64encode(tools[-1].name.encode()).decode()
         if after is not None:
             return reply
+        repo = self.repo_status() if self.repo_status is not None else None
+        if repo is not None:
+            reply.repo.CopyFrom(repo)
         for err in snap.errors:
             if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
                 continue
