@@ -770,6 +770,36 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """bitong subscribe TOOL...: one JSON line per scheduled result, as it comes (until interrupted)."""
+    import grpc
+
+    if not args.server:
+        print("bitong: subscribe listens to a running sidecar: give --server ADDR", file=sys.stderr)
+        return EXIT_USAGE
+    remote = _Remote(args)
+    seen = 0
+    try:
+        for entry in remote.stub.Subscribe(pb.SubscribeRequest(tools=args.tools), metadata=remote.metadata):
+            line = _to_json(entry)
+            result = entry.result
+            for name in ("output", "stderr"):   # bytes: shown as text when they are (JSON mapping gives base64)
+                data = getattr(result, name)
+                try:
+                    line["result"][name] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+            print(json.dumps(line, ensure_ascii=False), flush=True)
+            seen += 1
+            if args.count and seen >= args.count:
+                return 0
+    except grpc.RpcError as exc:
+        return _rpc_error(exc)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
 def cmd_audit_log(args: argparse.Namespace) -> int:
     """Print the audit trail (rotated files first), filtered; --json prints the lines as stored."""
     from . import audit
@@ -942,6 +972,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm a require_confirm tool: run it after its token is issued")
     p.add_argument("--timeout", type=float, default=None, help="the gRPC deadline in seconds (with --server)")
     p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("subscribe", parents=[common], help="print scheduled tools' results as they come")
+    p.add_argument("tools", nargs="*", metavar="TOOL", help="the tools to hear from (default: every one)")
+    p.add_argument("--count", type=int, default=0, metavar="N", help="exit after N results (default: never)")
+    client(p)
+    p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)

@@ -32,6 +32,8 @@ from .approval import Policy as ApprovalPolicy
 from .approvals_page import ApprovalsPage
 from .cooldown import DEFAULT_WINDOW_S, Cooldown
 from .lifecycle import LifecycleServicer
+from .registry import Snapshot
+from .scheduler import Outbox, Scheduler
 from .tools_repo import RepoSync, ToolsRepo
 from .webhook import Webhook
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
@@ -128,6 +130,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         self.match_pool = match_pool or concurrent.futures.ThreadPoolExecutor(
             self.limits.match_workers, thread_name_prefix="bitong-match")
         self.matches = 0   # running or waiting for a thread
+        self.outbox: Outbox | None = None   # scheduled results (Subscribe); None: nothing is scheduled here
 
     async def _caller(self, context: _Context, call: pb.CallRequest | None = None, rpc: str = "Call") -> Caller:
         """The authenticated caller, or the RPC ends UNAUTHENTICATED (a refused Call is audited first)."""
@@ -212,6 +215,34 @@ class Servicer(pb_grpc.ToolAgentServicer):
         await context.write(pb.CallEvent(result=result))
 
 
+    async def Subscribe(self, request: pb.SubscribeRequest, context: _Context) -> None:
+        """Scheduled results as they come (the undelivered ones first); each is marked delivered once written."""
+        caller = await self._caller(context, rpc="Subscribe")
+        policy = self.agent.policy
+        for name in request.tools:
+            if not policy.allows(caller, name):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                    f"caller {caller.id} may not use tool '{name}': no results of it")
+        if self.outbox is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this server runs no schedules")
+        outbox = self.outbox
+        names = frozenset(request.tools)
+        sub = outbox.subscribe(lambda tool: (not names or tool in names) and policy.allows(caller, tool))
+        try:
+            while True:
+                entry = await sub.queue.get()
+                if not outbox.claim(entry.seq):
+                    continue   # another subscriber has it
+                try:
+                    await context.write(entry)
+                except BaseException:
+                    outbox.release(entry.seq)
+                    raise
+                outbox.delivered(entry.seq)
+        finally:
+            outbox.unsubscribe(sub)
+
+
 async def _abort(context: _Context, exc: LimitExceeded) -> NoReturn:
     """Answer with the limit's status code and message (raises, ending the RPC)."""
     await context.abort(grpc.StatusCode[exc.code], exc.message)
@@ -243,7 +274,10 @@ class Sidecar:
         self.approvals = approvals or (config.approve if config is not None else approval.development())
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
                                  embedder_loader=embedder_loader, cooldown=Cooldown(reload_cooldown_s))
-        self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path)
+        self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path, on_swap=self._swapped)
+        # scheduled runs' results wait beside the state for a subscriber (without --state: in memory)
+        self.outbox = Outbox(f"{state_path}.outbox" if state_path else None)
+        self.scheduler: Scheduler | None = None
         self.repo_sync = (RepoSync(tools_repo, self.registry, interval_s=repo_interval_s, on_swap=self.cache.swapped)
                           if tools_repo is not None else None)
         self.webhook: Webhook | None = None
@@ -300,6 +334,7 @@ class Sidecar:
         authenticator = Authenticator(tokens=self._tokens, unix_peers=self.front.caller if self.front else None,
                                       mtls=bool(self.security.tls_client_ca), anonymous=anonymous)
         self.servicer = Servicer(self.agent, self.match_pool, authenticator)
+        self.servicer.outbox = self.outbox
         pb_grpc.add_ToolAgentServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # reflection: grpcurl and other generic clients discover the contract without the .proto
@@ -322,6 +357,8 @@ class Sidecar:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.cache.serving()
+        self.scheduler = Scheduler(lambda name, params: self.agent.call(name, params), self.outbox)
+        self.scheduler.reconcile(self.registry.snapshot.tools.values())
         if self.repo_sync is not None:
             self.agent.repo_status = self._repo_status
             self.repo_sync.start()
@@ -373,6 +410,11 @@ class Sidecar:
             self.page.start()
             log.info("approvals page on %s", self.page.url)
 
+    def _swapped(self, snap: Snapshot) -> None:
+        """A new snapshot serves: the schedules follow its tools."""
+        if self.scheduler is not None:
+            self.scheduler.reconcile(snap.tools.values())
+
     def _repo_status(self) -> pb.ToolsRepo | None:
         if self.repo_sync is None:
             return None
@@ -403,6 +445,8 @@ class Sidecar:
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
         await self._stop_approvals()
+        if self.scheduler is not None:
+            await self.scheduler.stop()
         if self.webhook is not None:
             await asyncio.to_thread(self.webhook.stop)
         if self.repo_sync is not None:
