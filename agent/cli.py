@@ -737,10 +737,13 @@ def _version_lines(reply: pb.VersionsResponse) -> list[str]:
         when = datetime.datetime.fromtimestamp(v.loaded_unix_ms / 1000, datetime.UTC)
         where = f"commit {v.commit[:12]}" if v.commit else v.source_path
         mark = "*" if v.serving else " "
-        lines.append(f"{mark} {v.version:<10} {v.content_sha256[:12]}  {when:%Y-%m-%dT%H:%M:%SZ}  {where}")
+        lines.append(f"{mark} {v.version:<10} {v.content_sha256[:12]}  {when:%Y-%m-%dT%H:%M:%SZ}  {where}  "
+                     f"{v.calls} calls, {v.failures} failed")
         lines.extend(f"      warning: {w}" for w in v.tool.warnings)
     if reply.pinned:
         lines.append(f"pinned: {reply.pinned}")
+    if reply.canary:
+        lines.append(reply.canary)
     return lines
 
 
@@ -756,8 +759,9 @@ def cmd_versions(args: argparse.Namespace) -> int:
     try:
         if args.command == "rollback":
             reply = stub.Rollback(pb.RollbackRequest(tool=args.tool, version=args.version or ""), timeout=30)
-        elif args.command == "unpin":
-            reply = stub.Unpin(pb.VersionsRequest(tool=args.tool), timeout=30)
+        elif args.command in ("unpin", "promote", "abort"):
+            rpc = {"unpin": stub.Unpin, "promote": stub.Promote, "abort": stub.Abort}[args.command]
+            reply = rpc(pb.VersionsRequest(tool=args.tool), timeout=30)
         else:
             reply = stub.Versions(pb.VersionsRequest(tool=args.tool), timeout=10)
     except grpc.RpcError as exc:
@@ -933,7 +937,9 @@ def _parser() -> argparse.ArgumentParser:
 
     for verb, text in (("versions", "the last three definitions of a tool (* serves)"),
                        ("rollback", "serve an earlier definition of a tool until unpin or a higher version"),
-                       ("unpin", "end a rollback: the file's definition serves again")):
+                       ("unpin", "end a rollback: the file's definition serves again"),
+                       ("promote", "end a canary (rollout: N): the new version serves every caller"),
+                       ("abort", "end a canary: the version before it serves every caller")):
         p = sub.add_parser(verb, parents=[common], help=text)
         p.add_argument("tool", metavar="TOOL")
         if verb == "rollback":

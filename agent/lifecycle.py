@@ -9,6 +9,7 @@ logic is :mod:`agent.versions`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import grpc
@@ -29,12 +30,18 @@ def versions_reply(registry: Registry, name: str, snap: Snapshot | None = None) 
     """What is kept of ``name``, newest first, and which definition serves."""
     snap = snap or registry.snapshot
     serving = snap.tools.get(name)
-    reply = pb.VersionsResponse(tool=name, pinned=serving.pinned if serving is not None else "")
-    for v in registry.versions.versions(name):
+    book = registry.versions
+    reply = pb.VersionsResponse(tool=name, pinned=serving.pinned if serving is not None else "",
+                                canary=book.canary_text(name))
+    canary = snap.canaries.get(name)
+    running = {serving.content_sha256} if serving is not None else set()
+    if canary is not None:
+        running.add(canary.candidate.content_sha256)
+    for v in book.versions(name):
+        calls, failures = book.counts.get((name, v.tool.content_sha256), (0, 0))
         reply.versions.add(version=v.tool.version, content_sha256=v.tool.content_sha256,
                            loaded_unix_ms=v.loaded_unix_ms, source_path=v.tool.source_path, commit=v.tool.commit,
-                           serving=serving is not None and serving.content_sha256 == v.tool.content_sha256,
-                           tool=v.tool)
+                           serving=v.tool.content_sha256 in running, tool=v.tool, calls=calls, failures=failures)
     return reply
 
 
@@ -57,11 +64,20 @@ class LifecycleServicer(pb_grpc.LifecycleServicer):
         return self._swapped(request.tool, snap)
 
     async def Unpin(self, request: pb.VersionsRequest, context: _Context) -> pb.VersionsResponse:
+        return await self._end(self.registry.unpin, request.tool, context)
+
+    async def Promote(self, request: pb.VersionsRequest, context: _Context) -> pb.VersionsResponse:
+        return await self._end(self.registry.promote, request.tool, context)
+
+    async def Abort(self, request: pb.VersionsRequest, context: _Context) -> pb.VersionsResponse:
+        return await self._end(self.registry.abort, request.tool, context)
+
+    async def _end(self, step: Callable[[str], Snapshot], name: str, context: _Context) -> pb.VersionsResponse:
         try:
-            snap = await asyncio.to_thread(self.registry.unpin, request.tool)
+            snap = await asyncio.to_thread(step, name)
         except RollbackError as exc:
             await _refuse(context, exc)
-        return self._swapped(request.tool, snap)
+        return self._swapped(name, snap)
 
     def _swapped(self, name: str, snap: Snapshot) -> pb.VersionsResponse:
         if self.cache is not None:

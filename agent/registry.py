@@ -50,7 +50,7 @@ from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
 from .cooldown import Cooldown
-from .versions import VersionBook
+from .versions import Canary, VersionBook
 
 __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
 
@@ -163,11 +163,14 @@ class _FileState:
 class Snapshot:
     """One consistent view of the registry. Never mutated after construction."""
 
-    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names")
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names", "canaries")
 
     def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
                  generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
-                 lost_roots: Mapping[str, LoadError] | None = None) -> None:
+                 lost_roots: Mapping[str, LoadError] | None = None,
+                 canaries: Mapping[str, Canary] | None = None) -> None:
+        # rollouts under way, by tool name: which definition a caller runs (agent.versions)
+        self.canaries: Mapping[str, Canary] = types.MappingProxyType(dict(canaries or {}))
         self.tools: Mapping[str, ToolDef] = types.MappingProxyType(dict(tools))
         # the roots that could not be listed come first: they explain the rest
         self.lost_roots: Mapping[str, LoadError] = types.MappingProxyType(dict(lost_roots or {}))
@@ -553,7 +556,8 @@ class Registry:
             upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
             remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
-        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
+        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
+                        self.versions.canaries)
         self._state_version += 1
         if upsert or remove:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
@@ -569,7 +573,8 @@ class Registry:
         stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
         self._state_version += 1
-        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
+        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots,
+                        canaries=self.versions.canaries)
 
     # ------------------------------------------------------------ vectors and calibration
 
@@ -647,7 +652,7 @@ class Registry:
     def _swap_index(self, index: matcher.Index) -> None:
         old = self.snapshot
         self.snapshot = Snapshot(old.tools, old.errors[len(old.lost_roots):], index, old.generation + 1,
-                                 old._files, self.roots, old.lost_roots)
+                                 old._files, self.roots, old.lost_roots, old.canaries)
 
     # ------------------------------------------------------------ rollback
 
@@ -656,6 +661,22 @@ class Registry:
         with self._lock:
             old = self.snapshot
             self.versions.rollback(name, old.tools.get(name), version)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def promote(self, name: str) -> Snapshot:
+        """End ``name``'s canary: its new version serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.promote(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def abort(self, name: str) -> Snapshot:
+        """End ``name``'s canary: the version before it serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.abort(name)
             self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
             return self.snapshot
 

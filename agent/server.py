@@ -161,7 +161,8 @@ class Servicer(pb_grpc.ToolAgentServicer):
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.match_pool, functools.partial(
-                self.agent.match, request.intent, request.top_k, explain=request.explain, caller=caller))
+                self.agent.match, request.intent, request.top_k, explain=request.explain, caller=caller,
+                canary_key=_canary_key(context)))
         finally:
             self.matches -= 1
 
@@ -187,7 +188,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         try:
             return await self.agent.call(request.tool, self._checked_params(request, caller, "Call"),
                                          confirm_token=request.confirm_token, deadline=_deadline(context),
-                                         caller=caller)
+                                         caller=caller, canary_key=_canary_key(context))
         except LimitExceeded as exc:
             await _abort(context, exc)
         except PermissionDenied as exc:
@@ -207,7 +208,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         try:
             result = await self.agent.call(request.tool, self._checked_params(request, caller, "StreamCall"),
                                            confirm_token=request.confirm_token, deadline=_deadline(context),
-                                           sink=sink, caller=caller)
+                                           sink=sink, caller=caller, canary_key=_canary_key(context))
         except LimitExceeded as exc:
             await _abort(context, exc)
         except PermissionDenied as exc:
@@ -241,6 +242,14 @@ class Servicer(pb_grpc.ToolAgentServicer):
                 outbox.delivered(entry.seq)
         finally:
             outbox.unsubscribe(sub)
+
+
+def _canary_key(context: _Context) -> str:
+    """The ``caller`` metadata (any stable id an agent sends): its side of a canary; "" (per request) without."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "caller":
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return ""
 
 
 async def _abort(context: _Context, exc: LimitExceeded) -> NoReturn:

@@ -13,15 +13,17 @@ here runs under the registry's scan lock.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import re
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 
 from bitong.v1 import state_pb2
 from bitong.v1.agent_pb2 import ToolDef
 
-__all__ = ["KEEP", "Version", "VersionBook", "RollbackError", "semver_key"]
+__all__ = ["KEEP", "Canary", "Version", "VersionBook", "RollbackError", "semver_key", "canary_side"]
 
 log = logging.getLogger("bitong.versions")
 
@@ -64,6 +66,23 @@ class _Pin:
     served: ToolDef       # the pinned definition as served (marked pinned), kept so it is one object
 
 
+@dataclasses.dataclass(frozen=True)
+class Canary:
+    """A rollout under way: ``candidate`` for ``percent`` of the callers, ``stable`` for the rest."""
+
+    stable: ToolDef       # the definition serving before the canary began
+    candidate: ToolDef    # the newest file's, declaring rollout
+    percent: int
+    served: ToolDef       # the stable as the snapshot serves it (marked canary)
+
+
+def canary_side(tool: str, caller: str, percent: int) -> bool:
+    """True when ``caller`` runs the canary of ``tool`` at ``percent``: a hash of the two, so one caller
+    stays on one side (and raising the percentage only adds callers to the new side)."""
+    digest = hashlib.sha256(f"{tool}\0{caller}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 10_000 < percent * 100
+
+
 def lint(previous: ToolDef, new: ToolDef) -> list[str]:
     """Why a new definition's version does not say what changed (empty when it does)."""
     old_v, new_v = previous.version, new.version
@@ -87,6 +106,9 @@ class VersionBook:
         self._history: dict[str, list[Version]] = {}
         self._pins: dict[str, _Pin] = {}
         self._seen: dict[str, ToolDef] = {}   # the file definition last served per name (identity: unchanged)
+        self._serving: dict[str, ToolDef] = {}   # the definition (unmarked) that serves most calls per name
+        self.canaries: dict[str, Canary] = {}
+        self.counts: dict[tuple[str, str], list[int]] = {}   # (name, sha256) -> [calls, failures]
         self.changed = False                  # something a saved state should hold changed
 
     # ------------------------------------------------------------ the registry's side
@@ -97,30 +119,114 @@ class VersionBook:
         for name, tool in tools.items():
             if self._seen.get(name) is not tool:
                 self._seen[name] = tool
-                self._record(name, tool)
+                if self._record(name, tool):
+                    self._arrived(name, tool)
             pin = self._pins.get(name)
             if pin is None:
+                canary = self.canaries.get(name)
+                if canary is not None:
+                    out[name] = canary.served
+                self._serving[name] = canary.stable if canary is not None else tool
                 continue
             if tool.content_sha256 != pin.sha256 and semver_key(tool.version) > semver_key(pin.ceiling):
                 log.info("tool %s: version %s arrived, above %s rolled back from: the rollback ends",
                          name, tool.version, pin.ceiling)
                 del self._pins[name]
                 self.changed = True
+                self._serving[name] = tool
                 continue
             out[name] = pin.served
+            self._serving[name] = self._by_sha(name, pin.sha256) or tool
         for name in [n for n in self._seen if n not in tools]:
             del self._seen[name]
+            self._serving.pop(name, None)
+            self.canaries.pop(name, None)
         return out
 
-    def _record(self, name: str, tool: ToolDef) -> None:
+    def _by_sha(self, name: str, sha: str) -> ToolDef | None:
+        return next((v.tool for v in self._history.get(name, ()) if v.tool.content_sha256 == sha), None)
+
+    def _arrived(self, name: str, tool: ToolDef) -> None:
+        """A new definition: start, move or end a canary. Mid-rollout the stable stays and the
+        candidate is replaced (its counters from zero); without rollout, or back at the stable, it ends."""
+        running = self.canaries.get(name)
+        stable = running.stable if running is not None else self._serving.get(name)
+        if tool.rollout and stable is not None and stable.content_sha256 != tool.content_sha256 \
+                and name not in self._pins:
+            served = ToolDef()
+            served.CopyFrom(stable)
+            served.canary = (f"canary: {tool.version} (sha256 {tool.content_sha256[:12]}) for {tool.rollout}% of "
+                             f"the callers, {stable.version} (sha256 {stable.content_sha256[:12]}) for the rest; "
+                             "bitong promote or abort ends it")
+            self.canaries[name] = Canary(stable, tool, tool.rollout, served)
+            self.counts.pop((name, tool.content_sha256), None)
+            log.warning("tool %s: %s", name, served.canary)
+            self.changed = True
+        elif running is not None:
+            del self.canaries[name]
+            log.info("tool %s: canary ended by a new file (%s, %s)", name, tool.version,
+                     "back at the stable" if stable is not None and stable.content_sha256 == tool.content_sha256
+                     else "without rollout")
+            self.changed = True
+
+    # ------------------------------------------------------------ the caller's side
+
+    def pick(self, canaries: Mapping[str, Canary], tool: ToolDef, caller: str) -> ToolDef:
+        """The definition ``caller`` runs of the served ``tool`` (the canary's candidate for its share)."""
+        canary = canaries.get(tool.name)
+        if canary is None or canary.served is not tool:
+            return tool
+        return canary.candidate if canary_side(tool.name, caller or uuid.uuid4().hex, canary.percent) else tool
+
+    def count(self, tool: ToolDef, ok: bool) -> None:
+        counts = self.counts.setdefault((tool.name, tool.content_sha256), [0, 0])
+        counts[0] += 1
+        if not ok:
+            counts[1] += 1
+        if len(self.counts) > 4 * KEEP * max(1, len(self._history)) + 64:   # forget definitions long gone
+            kept = {(n, v.tool.content_sha256) for n, h in self._history.items() for v in h}
+            for key in [k for k in self.counts if k not in kept]:
+                del self.counts[key]
+
+    def canary_text(self, name: str) -> str:
+        """The canary line with its counters now, for ListTools; empty when none runs."""
+        canary = self.canaries.get(name)
+        if canary is None:
+            return ""
+        new = self.counts.get((name, canary.candidate.content_sha256), [0, 0])
+        old = self.counts.get((name, canary.stable.content_sha256), [0, 0])
+        return (f"{canary.served.canary}; {canary.candidate.version}: {new[0]} calls, {new[1]} failed; "
+                f"{canary.stable.version}: {old[0]} calls, {old[1]} failed")
+
+    def promote(self, name: str) -> None:
+        if self.canaries.pop(name, None) is None:
+            raise RollbackError(f"tool '{name}' has no canary running")
+        self.changed = True
+        log.warning("tool %s: canary promoted: the new version serves every caller", name)
+
+    def abort(self, name: str) -> None:
+        """The stable serves everyone, pinned until a file with a version above the candidate's."""
+        canary = self.canaries.pop(name, None)
+        if canary is None:
+            raise RollbackError(f"tool '{name}' has no canary running")
+        served = ToolDef()
+        served.CopyFrom(canary.stable)
+        served.pinned = (f"canary of {canary.candidate.version} aborted: {canary.stable.version} serves every "
+                         f"caller until a file with a version above {canary.candidate.version}")
+        self._pins[name] = _Pin(canary.stable.content_sha256, canary.candidate.version, served)
+        self.changed = True
+        log.warning("tool %s: %s", name, served.pinned)
+
+    def _record(self, name: str, tool: ToolDef) -> bool:
+        """Keep a definition the file now holds; True when it is another than the newest kept."""
         history = self._history.setdefault(name, [])
         if history and history[0].tool.content_sha256 == tool.content_sha256:
-            return
+            return False
         for i, known in enumerate(history):
             if known.tool.content_sha256 == tool.content_sha256:   # an earlier definition back (a revert)
                 history.insert(0, history.pop(i))
                 self.changed = True
-                return
+                return True
         if history:
             warnings = lint(history[0].tool, tool)
             if warnings and not tool.warnings:
@@ -132,6 +238,7 @@ class VersionBook:
         history.insert(0, Version(tool, tool.loaded_unix_ms))
         del history[KEEP:]
         self.changed = True
+        return True
 
     # ------------------------------------------------------------ the operator's side
 
@@ -168,6 +275,7 @@ class VersionBook:
                          f"{file_tool.version} (sha256 {file_tool.content_sha256[:12]}); until bitong unpin or a "
                          f"file with a version above {file_tool.version}")
         self._pins[name] = _Pin(target.tool.content_sha256, file_tool.version, served)
+        self.canaries.pop(name, None)   # a rollback ends a canary: the operator chose
         self.changed = True
         log.warning("tool %s: %s", name, served.pinned)
         return served
@@ -193,6 +301,9 @@ class VersionBook:
             pin = self._pins.get(name)
             if pin is not None:
                 entry.pinned_sha256, entry.pin_ceiling = pin.sha256, pin.ceiling
+            canary = self.canaries.get(name)
+            if canary is not None:
+                entry.canary_stable_sha256, entry.canary_percent = canary.stable.content_sha256, canary.percent
             out.append(entry)
         return out
 
@@ -210,3 +321,12 @@ class VersionBook:
                 served.pinned = (f"rolled back to {target.version} (sha256 {target.content_sha256[:12]}); until "
                                  f"bitong unpin or a file with a version above {entry.pin_ceiling}")
                 self._pins[entry.name] = _Pin(entry.pinned_sha256, entry.pin_ceiling, served)
+            stable = next((v.tool for v in history if v.tool.content_sha256 == entry.canary_stable_sha256), None)
+            if entry.canary_stable_sha256 and stable is not None and history[0].tool is not stable:
+                candidate = history[0].tool
+                served = ToolDef()
+                served.CopyFrom(stable)
+                served.canary = (f"canary: {candidate.version} (sha256 {candidate.content_sha256[:12]}) for "
+                                 f"{entry.canary_percent}% of the callers, {stable.version} (sha256 "
+                                 f"{stable.content_sha256[:12]}) for the rest; bitong promote or abort ends it")
+                self.canaries[entry.name] = Canary(stable, candidate, entry.canary_percent, served)
