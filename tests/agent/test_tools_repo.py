@@ -235,3 +235,32 @@ async def test_a_failed_fetch_keeps_serving_and_listtools_says_why(served: Serve
     assert sorted(t.name for t in listed.tools) == ["alpha", "beta"]
     result = await served.agent.Call(pb.CallRequest(tool="alpha"))
     assert result.output == b"a1\n"
+
+
+def test_bitong_serve_tools_repo_serves_the_commit_and_refuses_a_webhook_without_a_secret(
+        origin: Origin, tmp_path: Path) -> None:
+    import sys
+
+    bitong = [sys.executable, "-m", "agent"]
+    sha = origin.commit({"tools/alpha/TOOL.hdlp": tool("alpha", "1.0.0", "a1")})
+    env = {k: v for k, v in os.environ.items() if k != "BITONG_WEBHOOK_SECRET"}
+    refused = subprocess.run([*bitong, "serve", "--tools-repo", origin.url, "--webhook", "127.0.0.1:0",
+                              "--listen", f"unix:{tmp_path}/never.sock"], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert refused.returncode == 2 and "BITONG_WEBHOOK_SECRET" in refused.stderr
+
+    sock = tmp_path / "bitong.sock"
+    server = subprocess.Popen([*bitong, "serve", "--tools-repo", origin.url, "--repo-dir", str(tmp_path / "repo"),
+                               "--interval", "3600", "--listen", f"unix:{sock}", "--admin-socket", "off",
+                               "--no-semantic"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("bitong: serving on unix:")
+        listed = subprocess.run([*bitong, "tools", "--server", f"unix:{sock}", "--json"], capture_output=True,
+                                text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        tools = json.loads(listed.stdout)
+        assert [(t["name"], t["commit"]) for t in tools] == [("alpha", sha)]
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
