@@ -366,7 +366,9 @@ class Sidecar:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.cache.serving()
-        self.scheduler = Scheduler(lambda name, params: self.agent.call(name, params), self.outbox)
+        # one caller id for the scheduler: during a canary its runs stay on one side
+        self.scheduler = Scheduler(lambda name, params: self.agent.call(name, params, canary_key="bitong-scheduler"),
+                                   self.outbox)
         self.scheduler.reconcile(self.registry.snapshot.tools.values())
         if self.repo_sync is not None:
             self.agent.repo_status = self._repo_status

@@ -117,3 +117,12 @@ async def test_a_served_tool_that_keeps_changing_reloads_at_the_end_of_its_windo
     await served(agent, "1.0.4")   # nothing wrote the file again: the cache agent applied it when the window let it
     result = await agent.Call(pb.CallRequest(tool="busy"))
     assert result.output == b"five\n" and result.tool_version == "1.0.4"
+
+
+def test_a_negative_cooldown_is_refused_by_the_cli() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "agent", "serve", "--reload-cooldown", "-1"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--reload-cooldown: must be 0 or more seconds, got -1" in done.stderr
