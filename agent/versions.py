@@ -184,9 +184,10 @@ class VersionBook:
         if not ok:
             counts[1] += 1
         if len(self.counts) > 4 * KEEP * max(1, len(self._history)) + 64:   # forget definitions long gone
-            kept = {(n, v.tool.content_sha256) for n, h in self._history.items() for v in h}
-            for key in [k for k in self.counts if k not in kept]:
-                del self.counts[key]
+            # copies first: a rescan (another thread) may change these while the event loop counts
+            kept = {(n, v.tool.content_sha256) for n, h in list(self._history.items()) for v in list(h)}
+            for key in [k for k in list(self.counts) if k not in kept]:
+                self.counts.pop(key, None)
 
     def canary_text(self, name: str) -> str:
         """The canary line with its counters now, for ListTools; empty when none runs."""

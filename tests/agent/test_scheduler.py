@@ -167,3 +167,21 @@ async def test_bitong_subscribe_prints_a_pushed_result(reminder_root: Path, tmp_
         assert line["tool"] == REMINDER and json.loads(line["result"]["output"])["due"][0]["content"] == "stand up"
     finally:
         await car.stop(0)  # type: ignore[attr-defined]
+
+
+async def test_a_caller_cannot_subscribe_to_a_tool_its_policy_does_not_allow(
+        start_sidecar: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.config import from_dict
+
+    monkeypatch.setenv("T_A", "token-a-0123456789")
+    config = from_dict({"auth": {"tokens": {"agent-a": {"token_env": "T_A"}}},
+                        "callers": {"agent-a": {"tools": ["file-*"]}}})
+    car = await start_sidecar("127.0.0.1:0", config=config)  # type: ignore[operator]
+    async with grpc.aio.insecure_channel(car.address) as channel:
+        stream = pb_grpc.ToolAgentStub(channel).Subscribe(
+            pb.SubscribeRequest(tools=[REMINDER]), metadata=(("authorization", "Bearer token-a-0123456789"),))
+        with pytest.raises(grpc.aio.AioRpcError) as denied:
+            async for _ in stream:
+                pass
+    assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert f"may not use tool '{REMINDER}'" in (denied.value.details() or "")
