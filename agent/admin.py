@@ -29,7 +29,7 @@ from bitong.v1 import agent_pb2_grpc as pb_grpc
 from .humanconfirm import DecisionError, HumanConfirmations, Request
 from .peercred import clear_stale
 
-__all__ = ["ApprovalsServicer", "AdminSocketError", "default_path", "prepare", "bind", "stub", "to_proto"]
+__all__ = ["ApprovalsServicer", "AdminSocketError", "default_path", "prepare", "bind", "stub", "lifecycle_stub", "to_proto"]
 
 log = logging.getLogger("bitong.admin")
 
@@ -123,3 +123,9 @@ def stub(path: str) -> Any:
     """A client of the Approvals service on the admin socket at ``path``."""
     channel = grpc.insecure_channel(f"unix:{os.path.abspath(path)}")
     return pb_grpc.ApprovalsStub(channel)
+
+
+def lifecycle_stub(path: str) -> Any:
+    """A client of the Lifecycle service (versions, rollback) on the admin socket at ``path``."""
+    channel = grpc.insecure_channel(f"unix:{os.path.abspath(path)}")
+    return pb_grpc.LifecycleStub(channel)

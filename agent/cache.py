@@ -31,6 +31,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 from .registry import Registry, Snapshot
@@ -336,11 +337,18 @@ class CacheAgent:
         full = False
         while True:
             if not full:
+                timeout = self._interval()
+                held = self.registry.held_due()   # a change the reload cooldown holds: rescan it when it may apply
+                if held is not None:
+                    timeout = min(timeout, max(0.0, held[0] - time.monotonic()) + 0.005)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=self._interval())
+                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                     await asyncio.sleep(self.debounce_s)  # coalesce an editor's burst of writes
                 except TimeoutError:
-                    full = True   # the safety rescan, or the poll
+                    if held is not None and time.monotonic() >= held[0]:
+                        self._folders.update(held[1])
+                    else:
+                        full = True   # the safety rescan, or the poll
                 self._wake.clear()
             folders, self._folders = self._folders, set()
             full = full or self._full or self._inotify is None
@@ -367,6 +375,13 @@ class CacheAgent:
                 if self.on_swap is not None:
                     self.on_swap(snap)
                 self._semantics()
+
+    def swapped(self, snap: Snapshot) -> None:
+        """A snapshot made outside the watch (a rollback, a repository commit): save it, tell on_swap, index it."""
+        self._save()
+        if self.on_swap is not None:
+            self.on_swap(snap)
+        self._semantics()
 
     def _save(self) -> None:
         """Ask for the state to be written: by one task, ``save_every_s`` after the first change asked

@@ -704,12 +704,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "no --config: the development approvals apply (%s may serve); a config file approves only the tools "
             "its [approve] lists", ", ".join(_development_tools()))
     try:
-        _run(serve(_roots(args), args.listen, config=config, vocabulary=_vocabulary(args),
+        repo = _tools_repo(args)
+    except (ValueError, OSError) as exc:
+        print(f"bitong: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _run(serve(_roots(args) if repo is None or args.tools else [], args.listen, config=config,
+                   vocabulary=_vocabulary(args),
                    embedder_loader=_embedder_loader(args), threshold=args.threshold, poll_s=args.poll, grace_s=args.grace,
                    state_path=args.state, limits=_limits(args), security=security, audit_path=args.audit,
                    audit_max_bytes=args.audit_max_bytes, audit_keep=args.audit_keep,
-                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args), metrics=args.metrics))
-    except ListenError as exc:
+                   admin_socket=_admin_socket(args), approvals_http=_approvals_http(args), metrics=args.metrics,
+                   reload_cooldown_s=args.reload_cooldown, **repo or {}))
+    except (ListenError, ValueError) as exc:
         print(f"bitong: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:   # the listener (or the audit file) cannot start as asked: the OS's reason, no errno
@@ -752,6 +759,43 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _tools_repo(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--tools-repo and its options as Sidecar arguments; None without it."""
+    from .tools_repo import ToolsRepo
+
+    if not args.tools_repo:
+        if args.webhook:
+            raise ValueError("--webhook makes the tools repository fetch: it needs --tools-repo")
+        return None
+    folder = args.repo_dir
+    if not folder:
+        if args.state:
+            folder = os.path.join(os.path.dirname(os.path.abspath(args.state)), "tools-repo")
+        else:
+            base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+            folder = os.path.join(base, "bitong", "tools-repo")
+    repo = ToolsRepo(args.tools_repo, folder, branch=args.branch or "", subdir=args.subdir)
+    secret = b""
+    if args.webhook:
+        value = os.environ.get(args.webhook_secret_env, "")
+        if not value:
+            raise ValueError(f"--webhook needs the shared secret the forge signs with, in ${args.webhook_secret_env}")
+        secret = value.encode()
+    if not args.interval > 0:
+        raise ValueError(f"--interval must be more than 0 seconds, got {args.interval}")
+    return {"tools_repo": repo, "repo_interval_s": args.interval, "webhook": args.webhook, "webhook_secret": secret}
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
 
 
 def _development_tools() -> tuple[str, ...]:
@@ -842,6 +886,83 @@ def cmd_pending(args: argparse.Namespace) -> int:
         print(json.dumps([_to_json(r) for r in reply.requests], ensure_ascii=False, indent=2))
     for request in ([] if args.json else reply.requests):
         print(_describe(request))
+    return 0
+
+
+# ---------------------------------------------------------------- versions, rollback, unpin
+
+def _version_lines(reply: pb.VersionsResponse) -> list[str]:
+    import datetime
+
+    lines = []
+    for v in reply.versions:
+        when = datetime.datetime.fromtimestamp(v.loaded_unix_ms / 1000, datetime.UTC)
+        where = f"commit {v.commit[:12]}" if v.commit else v.source_path
+        mark = "*" if v.serving else " "
+        lines.append(f"{mark} {v.version:<10} {v.content_sha256[:12]}  {when:%Y-%m-%dT%H:%M:%SZ}  {where}  "
+                     f"{v.calls} calls, {v.failures} failed")
+        lines.extend(f"      warning: {w}" for w in v.tool.warnings)
+    if reply.pinned:
+        lines.append(f"pinned: {reply.pinned}")
+    if reply.canary:
+        lines.append(reply.canary)
+    return lines
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    """bitong versions|rollback|unpin TOOL: through the admin socket (the operator's channel)."""
+    import grpc
+
+    from . import admin
+
+    path = args.admin_socket or admin.default_path()
+    _admin_stub(args)   # says so and exits when no server holds the socket
+    stub = admin.lifecycle_stub(path)
+    try:
+        if args.command == "rollback":
+            reply = stub.Rollback(pb.RollbackRequest(tool=args.tool, version=args.version or ""), timeout=30)
+        elif args.command in ("unpin", "promote", "abort"):
+            rpc = {"unpin": stub.Unpin, "promote": stub.Promote, "abort": stub.Abort}[args.command]
+            reply = rpc(pb.VersionsRequest(tool=args.tool), timeout=30)
+        else:
+            reply = stub.Versions(pb.VersionsRequest(tool=args.tool), timeout=10)
+    except grpc.RpcError as exc:
+        print(f"bitong: {exc.details()}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(_to_json(reply), ensure_ascii=False, indent=2))
+    else:
+        print("\n".join(_version_lines(reply)))
+    return 0
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """bitong subscribe TOOL...: one JSON line per scheduled result, as it comes (until interrupted)."""
+    import grpc
+
+    if not args.server:
+        print("bitong: subscribe listens to a running sidecar: give --server ADDR", file=sys.stderr)
+        return EXIT_USAGE
+    remote = _Remote(args)
+    seen = 0
+    try:
+        for entry in remote.stub.Subscribe(pb.SubscribeRequest(tools=args.tools), metadata=remote.metadata):
+            line = _to_json(entry)
+            result = entry.result
+            for name in ("output", "stderr"):   # bytes: shown as text when they are (JSON mapping gives base64)
+                data = getattr(result, name)
+                try:
+                    line["result"][name] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+            print(json.dumps(line, ensure_ascii=False), flush=True)
+            seen += 1
+            if args.count and seen >= args.count:
+                return 0
+    except grpc.RpcError as exc:
+        return _rpc_error(exc)
+    except KeyboardInterrupt:
+        return 0
     return 0
 
 
@@ -953,6 +1074,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (default: none; port 0 picks one)")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text (default) or json: one JSON object a line, with the request id of each call")
+    p.add_argument("--reload-cooldown", type=_non_negative, default=60.0, metavar="S",
+                   help="one tool reloads at most twice in S seconds; a later change applies, whole and latest, "
+                        "when the window allows (default 60; 0: every change at once)")
+    p.add_argument("--tools-repo", metavar="URL", default=None,
+                   help="serve the tools of this git repository (any URL the system git takes), kept in --repo-dir "
+                        "and fetched every --interval; each new commit swaps in whole")
+    p.add_argument("--branch", default="", help="the branch to follow (default: the repository's HEAD)")
+    p.add_argument("--subdir", default="tools", help="the tools root inside the repository (default tools)")
+    p.add_argument("--interval", type=float, default=60.0, metavar="S", help="fetch every S seconds (default 60)")
+    p.add_argument("--repo-dir", metavar="DIR", default=None,
+                   help="where the clone and the serving commit live (default: tools-repo beside --state, else "
+                        "$XDG_STATE_HOME/bitong/tools-repo)")
+    p.add_argument("--webhook", metavar="HOST:PORT", default=None,
+                   help="take Forgejo/Gitea/GitHub push webhooks here: a signed push fetches at once")
+    p.add_argument("--webhook-secret-env", metavar="VAR", default="BITONG_WEBHOOK_SECRET",
+                   help="the environment variable holding the webhook's shared secret (default BITONG_WEBHOOK_SECRET)")
     p.set_defaults(func=cmd_serve)
 
     for verb, text in (("approve", "let a call waiting for a person run (once)"),
@@ -966,6 +1103,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_pending)
+
+    for verb, text in (("versions", "the last three definitions of a tool (* serves)"),
+                       ("rollback", "serve an earlier definition of a tool until unpin or a higher version"),
+                       ("unpin", "end a rollback: the file's definition serves again"),
+                       ("promote", "end a canary (rollout: N): the new version serves every caller"),
+                       ("abort", "end a canary: the version before it serves every caller")):
+        p = sub.add_parser(verb, parents=[common], help=text)
+        p.add_argument("tool", metavar="TOOL")
+        if verb == "rollback":
+            p.add_argument("version", metavar="VERSION", nargs="?", default="",
+                           help="the version to serve (default: the one before the serving one)")
+        p.add_argument("--admin-socket", metavar="PATH", default=None, help="the server's admin socket")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_versions)
 
     def client(p: argparse.ArgumentParser) -> None:
         p.add_argument("--server", metavar="ADDR", help="a running sidecar: host:port or unix:/path")
@@ -998,6 +1149,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", action="store_true",
                    help="print the output as the tool writes it (StreamCall), not when it ends; no output cap")
     p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("subscribe", parents=[common], help="print scheduled tools' results as they come")
+    p.add_argument("tools", nargs="*", metavar="TOOL", help="the tools to hear from (default: every one)")
+    p.add_argument("--count", type=int, default=0, metavar="N", help="exit after N results (default: never)")
+    client(p)
+    p.set_defaults(func=cmd_subscribe)
 
     p = sub.add_parser("tools", parents=[common], help="list the loaded tools")
     roots(p)

@@ -49,6 +49,8 @@ from .match.calibrate import calibrate
 from .match.index import Calibration
 from .match.semantic import Embedder
 from .match.vocabulary import Vocabulary
+from .cooldown import Cooldown
+from .versions import Canary, VersionBook
 
 __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
 
@@ -161,11 +163,14 @@ class _FileState:
 class Snapshot:
     """One consistent view of the registry. Never mutated after construction."""
 
-    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names")
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names", "canaries")
 
     def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
                  generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
-                 lost_roots: Mapping[str, LoadError] | None = None) -> None:
+                 lost_roots: Mapping[str, LoadError] | None = None,
+                 canaries: Mapping[str, Canary] | None = None) -> None:
+        # rollouts under way, by tool name: which definition a caller runs (agent.versions)
+        self.canaries: Mapping[str, Canary] = types.MappingProxyType(dict(canaries or {}))
         self.tools: Mapping[str, ToolDef] = types.MappingProxyType(dict(tools))
         # the roots that could not be listed come first: they explain the rest
         self.lost_roots: Mapping[str, LoadError] = types.MappingProxyType(dict(lost_roots or {}))
@@ -298,9 +303,11 @@ class Registry:
     def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
                  embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
                  approval: ApprovalPolicy | None = None,
-                 embedder_loader: Callable[[], Embedder | None] | None = None) -> None:
+                 embedder_loader: Callable[[], Embedder | None] | None = None,
+                 cooldown: Cooldown | None = None) -> None:
         """``embedder_loader`` (instead of ``embedder``): the model is loaded by the first
-        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical."""
+        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical.
+        ``cooldown``: at most so many reloads of one tool a window (default: none, every change applies)."""
         if not roots:
             raise ValueError("at least one tools root is needed")
         if max_file_bytes < 1:
@@ -321,37 +328,53 @@ class Registry:
         self._calibrated_model = ""
         self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
         self._verdicts_policy: ApprovalPolicy | None = None
+        self.versions = VersionBook()   # the last definitions served per tool, and rollbacks (under _lock)
+        self.cooldown = cooldown or Cooldown(0)
+        # changes the cooldown holds back, by path: (the definition serving, it marked pending_change)
+        self._held: dict[str, tuple[ToolDef, ToolDef]] = {}
+        self._whole = False
+        # where a file came from beyond its path: the tools repository's commit (ToolDef.commit)
+        self.origin: Callable[[str], str] | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
 
-    def rescan(self, folders: Iterable[str] | None = None) -> Snapshot:
+    def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False) -> Snapshot:
         """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
 
         With ``folders`` (tool folders an inotify event named), only their
         TOOL.hdlp files are looked at: the cost is theirs, not the registry's.
         A folder outside the roots is ignored; the roots themselves are not
         listed again (a root that goes or comes back needs a full rescan).
+        ``whole``: every change applies, the reload cooldown holds none back
+        (a repository commit is swapped in as one, never in parts).
         """
         with self._lock:
-            old = self.snapshot
-            if folders is not None:
-                return self._rescan_folders(old, folders)
-            files: dict[str, _FileState] = {}
-            now_ns = time.time_ns()
-            candidates, lost = _candidates(self.roots)
-            lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
-            for path in candidates:
-                state = self._look(old, path, now_ns)
-                if state is not None:
-                    files[path] = state
-            for path, state in old._files.items():
-                if _root_of(path) in lost:  # keep serving what the lost root last held
-                    files[path] = state
-            unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
-                files[p] is old._files[p] or files[p] == old._files[p] for p in files)
-            if not unchanged:
-                self.snapshot = self._assemble(old, files, lost_roots)
-            return self.snapshot
+            self._whole = whole
+            try:
+                return self._rescan(folders)
+            finally:
+                self._whole = False
+
+    def _rescan(self, folders: Iterable[str] | None) -> Snapshot:
+        old = self.snapshot
+        if folders is not None:
+            return self._rescan_folders(old, folders)
+        files: dict[str, _FileState] = {}
+        now_ns = time.time_ns()
+        candidates, lost = _candidates(self.roots)
+        lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
+        for path in candidates:
+            state = self._look(old, path, now_ns)
+            if state is not None:
+                files[path] = state
+        for path, state in old._files.items():
+            if _root_of(path) in lost:  # keep serving what the lost root last held
+                files[path] = state
+        unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
+            files[p] is old._files[p] or files[p] == old._files[p] for p in files)
+        if not unchanged:
+            self.snapshot = self._assemble(old, files, lost_roots)
+        return self.snapshot
 
     def _rescan_folders(self, old: Snapshot, folders: Iterable[str]) -> Snapshot:
         now_ns = time.time_ns()
@@ -418,6 +441,7 @@ class Registry:
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
+            self._held.pop(path, None)
             return None  # a plain file, or a folder without TOOL.hdlp: not a tool
         except OSError as exc:
             prev = old._files.get(path)
@@ -432,7 +456,53 @@ class Registry:
         # been fixed without touching its mtime.
         trusted = (prev is not None and prev.stat_key == key and prev.error is None
                    and now_ns - key[0] > _RACY_NS)
-        return prev if trusted and prev is not None else self._load(path, key, prev)
+        if trusted and prev is not None:
+            return prev
+        return self._cool(path, prev, self._load(path, key, prev))
+
+    def _cool(self, path: str, prev: _FileState | None, state: _FileState) -> _FileState:
+        """``state``, or ``prev`` still serving (marked pending_change) while the cooldown holds the change back.
+
+        Only a new definition replacing a serving one counts as a reload: a new
+        tool, a deletion or a file that stops parsing (whose last good version
+        keeps serving anyway) apply at once.
+        """
+        held = self._held.get(path)
+        if self._whole or (self.origin is not None and self.origin(path)):
+            # a repository's files change by commit, each applied whole: never held back in parts
+            self._held.pop(path, None)
+            return state
+        if prev is None or prev.tool is None or state.error is not None or state.tool is None:
+            return state
+        serving = held[0] if held is not None and held[1] is prev.tool else prev.tool
+        if state.sha256 == serving.content_sha256 or state.tool is serving:
+            # back to what serves (or unchanged): nothing pending any more
+            self._held.pop(path, None)
+            return state if state.tool is serving else _FileState(state.stat_key, state.sha256, serving, None)
+        if self.cooldown.allow(path):
+            self._held.pop(path, None)
+            return state
+        if held is None or held[1] is not prev.tool:
+            due = time.time() + max(0.0, self.cooldown.due(path) - time.monotonic())
+            shown = ToolDef()
+            shown.CopyFrom(serving)
+            shown.pending_change = (
+                f"the file changed again within its reload cooldown ({self.cooldown.reloads} reloads in "
+                f"{self.cooldown.window_s:g}s); its latest content applies at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(due + 0.999))}")
+            log.info("%s: %s", path, shown.pending_change)
+            held = (serving, shown)
+            self._held[path] = held
+        # the stat key of what serves: the file is read again at the next look, and applied once it may
+        return _FileState(prev.stat_key, prev.sha256, held[1], None)
+
+    def held_due(self) -> tuple[float, list[str]] | None:
+        """When (time.monotonic) the first held change may apply, and the tool folders holding one; None: none."""
+        with self._lock:
+            if not self._held:
+                return None
+            return (min(self.cooldown.due(p) for p in self._held),
+                    [os.path.dirname(p) for p in self._held])
 
     def _verdicts_for(self, policy: ApprovalPolicy | None) -> dict[int, tuple[ToolDef, tuple[str, ...]]]:
         """The policy's answers kept from the last resolve; forgotten when the policy is another one."""
@@ -460,6 +530,8 @@ class Registry:
             if prev is not None and prev.sha256 == sha:
                 return _FileState(key, sha, prev.tool, prev.error)
             tool = parse_bytes(data, path)
+            if self.origin is not None:
+                tool.commit = self.origin(path)
         except ParseError as exc:
             err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
         except Exception as exc:  # one file must never stop the scan of the others
@@ -476,12 +548,16 @@ class Registry:
                   ) -> Snapshot:
         if patched is not None:
             tools, errors, upsert, remove = patched
+            tools = self.versions.serve(tools)   # only unpinned tools take this path: nothing is replaced
+            upsert = [tools[t.name] for t in upsert]
         else:
             tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
+            tools = self.versions.serve(tools)
             upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
             remove = [name for name in old.tools if name not in tools]
         index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
-        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots)
+        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
+                        self.versions.canaries)
         self._state_version += 1
         if upsert or remove:
             log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
@@ -493,10 +569,12 @@ class Registry:
         (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
         tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
                                  self._verdicts_for(self.approval))
+        tools = self.versions.serve(tools)
         stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
         index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
         self._state_version += 1
-        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots)
+        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots,
+                        canaries=self.versions.canaries)
 
     # ------------------------------------------------------------ vectors and calibration
 
@@ -574,7 +652,41 @@ class Registry:
     def _swap_index(self, index: matcher.Index) -> None:
         old = self.snapshot
         self.snapshot = Snapshot(old.tools, old.errors[len(old.lost_roots):], index, old.generation + 1,
-                                 old._files, self.roots, old.lost_roots)
+                                 old._files, self.roots, old.lost_roots, old.canaries)
+
+    # ------------------------------------------------------------ rollback
+
+    def rollback(self, name: str, version: str = "") -> Snapshot:
+        """Serve an earlier definition of ``name`` (``version``, else the one before); raises RollbackError."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.rollback(name, old.tools.get(name), version)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def promote(self, name: str) -> Snapshot:
+        """End ``name``'s canary: its new version serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.promote(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def abort(self, name: str) -> Snapshot:
+        """End ``name``'s canary: the version before it serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.abort(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def unpin(self, name: str) -> Snapshot:
+        """End a rollback: the file's definition serves again; raises RollbackError if none is in force."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.unpin(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
 
     def paths(self) -> Iterable[str]:
         return self.snapshot._files.keys()
@@ -596,8 +708,9 @@ class Registry:
         with self._lock:
             snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
                 self._calibrated_model
+            history = self.versions.to_state(snap.tools)
         head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
-                                       analysis_fingerprint=snap.index.fingerprint)
+                                       analysis_fingerprint=snap.index.fingerprint, history=history)
         if calibrated is not None:
             head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
                                                   snap.index.lexical_calibration)
@@ -652,6 +765,9 @@ class Registry:
             if not isinstance(exc, FileNotFoundError):
                 log.warning("ignoring registry state %s: %s", path, exc)
             return False
+        if tuple(state.roots) == self.roots:   # versions outlive a parser upgrade: they are definitions, not parses
+            with self._lock:
+                self.versions.restore(state.history)
         if state.parser_fingerprint != parser_fingerprint() or tuple(state.roots) != self.roots:
             log.info("ignoring registry state %s: written for another parser or other roots", path)
             return False

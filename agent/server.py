@@ -31,6 +31,12 @@ from . import admin, approval
 from .admin import ApprovalsServicer
 from .approval import Policy as ApprovalPolicy
 from .approvals_page import ApprovalsPage
+from .cooldown import DEFAULT_WINDOW_S, Cooldown
+from .lifecycle import LifecycleServicer
+from .registry import Snapshot
+from .scheduler import Outbox, Scheduler
+from .tools_repo import RepoSync, ToolsRepo
+from .webhook import Webhook
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from .cache import CacheAgent
 from .callers import CallerPolicy, PermissionDenied
@@ -130,6 +136,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         self.match_pool = match_pool or concurrent.futures.ThreadPoolExecutor(
             self.limits.match_workers, thread_name_prefix="bitong-match")
         self.matches = 0   # running or waiting for a thread
+        self.outbox: Outbox | None = None   # scheduled results (Subscribe); None: nothing is scheduled here
 
     async def _caller(self, context: _Context, call: pb.CallRequest | None = None, rpc: str = "Call") -> Caller:
         """The authenticated caller, or the RPC ends UNAUTHENTICATED (a refused Call is audited first)."""
@@ -167,7 +174,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
             # in the request's context: its log lines carry its request id (and its span is the parent)
             return await loop.run_in_executor(self.match_pool, functools.partial(
                 contextvars.copy_context().run, self.agent.match, request.intent, request.top_k,
-                explain=request.explain, caller=caller))
+                explain=request.explain, caller=caller, canary_key=_canary_key(context)))
         finally:
             self.matches -= 1
 
@@ -199,7 +206,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
         try:
             return await self.agent.call(request.tool, self._checked_params(request, caller, "Call"),
                                          confirm_token=request.confirm_token, deadline=_deadline(context),
-                                         caller=caller)
+                                         caller=caller, canary_key=_canary_key(context))
         except LimitExceeded as exc:
             await _abort(context, exc)
         except PermissionDenied as exc:
@@ -221,7 +228,7 @@ class Servicer(pb_grpc.ToolAgentServicer):
             try:
                 result = await self.agent.call(request.tool, self._checked_params(request, caller, "StreamCall"),
                                                confirm_token=request.confirm_token, deadline=_deadline(context),
-                                               sink=sink, caller=caller)
+                                               sink=sink, caller=caller, canary_key=_canary_key(context))
             except LimitExceeded as exc:
                 await _abort(context, exc)
             except PermissionDenied as exc:
@@ -236,8 +243,44 @@ class Servicer(pb_grpc.ToolAgentServicer):
             await context.write(change)   # returns when flow control takes it: a slow reader is coalesced
 
 
+    async def Subscribe(self, request: pb.SubscribeRequest, context: _Context) -> None:
+        """Scheduled results as they come (the undelivered ones first); each is marked delivered once written."""
+        caller = await self._caller(context, rpc="Subscribe")
+        policy = self.agent.policy
+        for name in request.tools:
+            if not policy.allows(caller, name):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                    f"caller {caller.id} may not use tool '{name}': no results of it")
+        if self.outbox is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this server runs no schedules")
+        outbox = self.outbox
+        names = frozenset(request.tools)
+        sub = outbox.subscribe(lambda tool: (not names or tool in names) and policy.allows(caller, tool))
+        try:
+            while True:
+                entry = await sub.queue.get()
+                if not outbox.claim(entry.seq):
+                    continue   # another subscriber has it
+                try:
+                    await context.write(entry)
+                except BaseException:
+                    outbox.release(entry.seq)
+                    raise
+                outbox.delivered(entry.seq)
+        finally:
+            outbox.unsubscribe(sub)
+
+
 def _metadata(context: _Context) -> tuple[tuple[str, str | bytes], ...]:
     return tuple(context.invocation_metadata() or ())
+
+
+def _canary_key(context: _Context) -> str:
+    """The ``caller`` metadata (any stable id an agent sends): its side of a canary; "" (per request) without."""
+    for key, value in context.invocation_metadata() or ():
+        if key == "caller":
+            return value if isinstance(value, str) else value.decode("utf-8", "replace")
+    return ""
 
 
 async def _abort(context: _Context, exc: LimitExceeded) -> NoReturn:
@@ -255,23 +298,41 @@ class Sidecar:
                  audit_max_bytes: int = DEFAULT_MAX_BYTES, audit_keep: int = DEFAULT_KEEP,
                  approvals: ApprovalPolicy | None = None, admin_socket: str | None = None,
                  approvals_http: str | None = None, sandbox: Sandbox | None = None,
-                 embedder_loader: Any = None, metrics: str | None = None, tracer_provider: Any = None) -> None:
+                 embedder_loader: Any = None, metrics: str | None = None, tracer_provider: Any = None,
+                 reload_cooldown_s: float = DEFAULT_WINDOW_S, tools_repo: ToolsRepo | None = None,
+                 repo_interval_s: float = 60.0, webhook: str | None = None, webhook_secret: bytes = b"") -> None:
         """``embedder_loader``: a function that loads the model, called in the background
         after the server answers (matching is lexical until then); or ``embedder``, loaded.
         ``metrics``: serve Prometheus metrics on this HOST:PORT. ``tracer_provider``: an
-        OpenTelemetry provider for the spans (else the OTEL_* variables decide; see agent.tracing)."""
+        OpenTelemetry provider for the spans (else the OTEL_* variables decide; see agent.tracing).
+        ``reload_cooldown_s``: the window in which one tool reloads at most twice (0: every change at once).
+        ``tools_repo``: serve its commit's tools (first among the roots), fetched every ``repo_interval_s``
+        and on each push to ``webhook`` (HOST:PORT) signed with ``webhook_secret``."""
+        if tools_repo is not None:
+            roots = [tools_repo.root, *roots]
         self.config = config or Config()
         self.security = security or Security()
         # approvals: given, else the config file's [approve] (none listed: none approved), else the development default
         self.approvals = approvals or (config.approve if config is not None else approval.development())
         self.registry = Registry(roots, vocabulary=vocabulary, embedder=embedder, approval=self.approvals,
-                                 embedder_loader=embedder_loader)
+                                 embedder_loader=embedder_loader, cooldown=Cooldown(reload_cooldown_s))
         self.cache = CacheAgent(self.registry, poll_s=poll_s, state_path=state_path, on_swap=self._swapped)
         self.watch = ToolWatch(self.registry)
         self.metrics_listen = metrics
         self.metrics_url = ""
         self.tracer_provider = tracer_provider
         self.observer = Observer()
+        # scheduled runs' results wait beside the state for a subscriber (without --state: in memory)
+        self.outbox = Outbox(f"{state_path}.outbox" if state_path else None)
+        self.scheduler: Scheduler | None = None
+        self.repo_sync = (RepoSync(tools_repo, self.registry, interval_s=repo_interval_s, on_swap=self.cache.swapped)
+                          if tools_repo is not None else None)
+        self.webhook: Webhook | None = None
+        if webhook:
+            if self.repo_sync is None:
+                raise ValueError("--webhook makes the tools repository fetch: it needs --tools-repo")
+            self.webhook = Webhook(webhook, webhook_secret, lambda: tools_repo.branch if tools_repo else "",
+                                   self.repo_sync.trigger)
         self.audit_path = audit_path
         self.audit_options = (audit_max_bytes, audit_keep)
         confirm = self.config.confirm
@@ -294,10 +355,13 @@ class Sidecar:
         self.health = health.aio.HealthServicer()
         self.port = 0
 
-    def _swapped(self, snap: Any) -> None:
-        """The cache agent swapped the snapshot: tell the watchers and the metrics (never blocks)."""
+    def _swapped(self, snap: Snapshot) -> None:
+        """The cache agent swapped the snapshot: tell the watchers and the metrics (never blocks); the
+        schedules follow its tools."""
         self.watch.swapped()
         self.observer.swapped(snap)
+        if self.scheduler is not None:
+            self.scheduler.reconcile(snap.tools.values())
 
     def _observer(self) -> Observer:
         """Metrics when --metrics asks (OSError when its port cannot be bound), spans when a provider is
@@ -341,6 +405,8 @@ class Sidecar:
             self.agent.audit = AuditLog(self.audit_path, max_bytes=max_bytes, keep=keep,
                                         redactor=Redactor(self.config.secrets()))
         self.observer = self._observer()
+        if self.repo_sync is not None:
+            await self.repo_sync.first()   # a previous run's commit serves as it is; else the clone
         snap = await self.cache.start(defer=True)   # watches, state file and vectors once we serve
         self.observer.swapped(snap, swapped=False)
         for err in snap.errors:
@@ -355,6 +421,7 @@ class Sidecar:
         authenticator = Authenticator(tokens=self._tokens, unix_peers=self.front.caller if self.front else None,
                                       mtls=bool(self.security.tls_client_ca), anonymous=anonymous)
         self.servicer = Servicer(self.agent, self.match_pool, authenticator, self.watch, self.observer)
+        self.servicer.outbox = self.outbox
         pb_grpc.add_ToolAgentServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # reflection: grpcurl and other generic clients discover the contract without the .proto
@@ -377,6 +444,16 @@ class Sidecar:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.cache.serving()
+        # one caller id for the scheduler: during a canary its runs stay on one side
+        self.scheduler = Scheduler(lambda name, params: self.agent.call(name, params, canary_key="bitong-scheduler"),
+                                   self.outbox)
+        self.scheduler.reconcile(self.registry.snapshot.tools.values())
+        if self.repo_sync is not None:
+            self.agent.repo_status = self._repo_status
+            self.repo_sync.start()
+        if self.webhook is not None:
+            self.webhook.start()
+            log.info("tools repository webhook on %s", self.webhook.url)
         log.info("bitong serving %d tools on %s (watch: %s)", len(snap.tools), self.address, self.cache.mode)
 
     def _add_port(self, server: grpc.aio.Server) -> int:
@@ -412,13 +489,22 @@ class Sidecar:
             self.admin_server = grpc.aio.server()
             who = f"the admin socket (uid {os.geteuid()} or root)"
             pb_grpc.add_ApprovalsServicer_to_server(ApprovalsServicer(book, who), self.admin_server)
+            pb_grpc.add_LifecycleServicer_to_server(LifecycleServicer(self.registry, self.cache), self.admin_server)
             admin.bind(self.admin_server, self.admin_socket)
             await self.admin_server.start()
-            log.info("approvals: bitong approve|deny|pending --admin-socket %s", self.admin_socket)
+            log.info("approvals: bitong approve|deny|pending --admin-socket %s; versions: bitong "
+                     "versions|rollback|unpin", self.admin_socket)
         if self.approvals_http:
             self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
             self.page.start()
             log.info("approvals page on %s", self.page.url)
+
+    def _repo_status(self) -> pb.ToolsRepo | None:
+        if self.repo_sync is None:
+            return None
+        st = self.repo_sync.repo.status
+        return pb.ToolsRepo(url=st.url, branch=st.branch, subdir=st.subdir, commit=st.commit,
+                            fetched_unix_ms=st.fetched_unix_ms, applied_unix_ms=st.applied_unix_ms, error=st.error)
 
     @property
     def address(self) -> str:
@@ -446,6 +532,12 @@ class Sidecar:
         if self.match_pool is not None:
             self.match_pool.shutdown(wait=False, cancel_futures=True)
         await self._stop_approvals()
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+        if self.webhook is not None:
+            await asyncio.to_thread(self.webhook.stop)
+        if self.repo_sync is not None:
+            await self.repo_sync.stop()
         await self.cache.stop()
         if self.agent.audit is not None:
             # Calls the grace period cut off are being cancelled: their lines come as they unwind.

@@ -208,6 +208,7 @@ class ToolAgent:
         self.running: set[asyncio.Task[Any]] = set()   # calls not yet audited: a shutdown waits for them
         self.human = human   # None: nobody can approve here (in-process CLI, a server without an admin channel)
         self.confirm_by = confirm_by
+        self.repo_status: Callable[[], pb.ToolsRepo | None] | None = None   # --tools-repo: for ListTools
 
     # ------------------------------------------------------------ human confirmation (confirm_by: human)
 
@@ -249,7 +250,7 @@ class ToolAgent:
                                                   f"{limit}: say what the tool should do in fewer words")
 
     def match(self, intent: str, top_k: int = 0, *, explain: bool = False,
-              caller: Caller | None = None) -> pb.MatchResponse:
+              caller: Caller | None = None, canary_key: str = "") -> pb.MatchResponse:
         """Match one intent; raises LimitExceeded for an intent past ``max_intent_bytes``.
 
         ``explain`` adds why (and, when not found, the near misses) for a tool author.
@@ -271,6 +272,8 @@ class ToolAgent:
             tool = snap.tools.get(hit.name)
             if tool is None:  # index and tools come from one snapshot; this cannot drift
                 continue
+            if snap.canaries:   # the definition this caller would be given
+                tool = self.registry.versions.pick(snap.canaries, tool, canary_key)
             into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
         return reply
 
@@ -305,13 +308,22 @@ class ToolAgent:
             name = names[at]
             at += 1
             if allowed is None or allowed(name):
-                tools.append(snap.tools[name])
+                tool = snap.tools[name]
+                if tool.canary:   # with the calls and failures of each side now
+                    shown = pb.ToolDef()
+                    shown.CopyFrom(tool)
+                    shown.canary = self.registry.versions.canary_text(name) or tool.canary
+                    tool = shown
+                tools.append(tool)
         reply = pb.ListToolsResponse(tools=tools)
         more = at < len(names) if allowed is None else any(allowed(names[i]) for i in range(at, len(names)))
         if tools and more:
             reply.next_page_token = _TOKEN_PREFIX + base64.urlsafe_b64encode(tools[-1].name.encode()).decode()
         if after is not None:
             return reply
+        repo = self.repo_status() if self.repo_status is not None else None
+        if repo is not None:
+            reply.repo.CopyFrom(repo)
         for err in snap.errors:
             if allowed is not None and not (allowed(err.serving_previous) or allowed(_folder(err.path))):
                 continue
@@ -356,7 +368,7 @@ class ToolAgent:
 
     async def call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str = "",
                    deadline: float | None = None, sink: Sink | None = None,
-                   caller: Caller | None = None) -> pb.CallResult:
+                   caller: Caller | None = None, canary_key: str = "") -> pb.CallResult:
         """Run one registered tool. ``deadline`` is the caller's, as a ``time.monotonic()`` instant.
 
         Raises :class:`LimitExceeded` for params past the limits, or when the
@@ -372,7 +384,7 @@ class ToolAgent:
             self.running.add(task)
         try:
             result = await self._call(name, raw_params, confirm_token=confirm_token, deadline=deadline, sink=sink,
-                                      trail=trail)
+                                      trail=trail, canary_key=canary_key)
             return result
         except LimitExceeded as exc:
             trail.refused = (exc.code, exc.message)
@@ -402,11 +414,13 @@ class ToolAgent:
             log.exception("call %s: the audit line could not be written", log_text(name))
 
     async def _call(self, name: str, raw_params: Mapping[str, Any], *, confirm_token: str,
-                    deadline: float | None, sink: Sink | None, trail: Trail) -> pb.CallResult:
+                    deadline: float | None, sink: Sink | None, trail: Trail, canary_key: str = "") -> pb.CallResult:
         started = time.monotonic()
         self.check_params(raw_params)
         snap = self.registry.snapshot
         tool = snap.lookup(name)
+        if tool is not None and snap.canaries:   # a rollout: this caller's side of it
+            tool = self.registry.versions.pick(snap.canaries, tool, canary_key)
         self.policy.check(trail.caller, tool.name if tool is not None else name)   # PermissionDenied
         trail.tool = tool
         if tool is None:
@@ -417,7 +431,8 @@ class ToolAgent:
             log.info("call %s: not registered", log_text(name))
             return pb.CallResult(ok=False, found=False, tool=name, suggestion=SUGGESTION,
                                  error=f"no tool named '{name}' is registered{hint}")
-        result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor)
+        result = pb.CallResult(found=True, tool=tool.name, method=tool.method, executor=tool.executor,
+                               tool_version=tool.version, tool_sha256=tool.content_sha256)
 
         try:
             checked = params.validate(tool, raw_params)
@@ -480,6 +495,7 @@ class ToolAgent:
         finally:
             self.admission.leave(tool.name)
         _fill(result, outcome)
+        self.registry.versions.count(tool, outcome.ok)
         if outcome.timed_out and deadline is not None and deadline < tool_deadline:
             result.error = (f"{result.error} (the caller's deadline, shorter than the tool's "
                             f"timeout_ms {tool.constraints.timeout_ms})").strip()

@@ -23,7 +23,7 @@ from typing import Any
 from bitong.v1 import agent_pb2 as pb
 from google.protobuf import struct_pb2
 
-from . import nodes, patterns  # nodes for annotations; compiled as parser._build, values are parser._nodes.Node
+from . import cron, nodes, patterns  # nodes for annotations; compiled as parser._build, values are parser._nodes.Node
 from .errors import ParseError
 
 __all__ = [
@@ -55,7 +55,9 @@ MAX_DEPTH = 32
 
 REQUIRED = ("name", "display", "intent", "method", "executor", "params_schema",
             "constraints", "author", "created", "why")
-OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint")
+OPTIONAL = ("version", "trigger_keywords", "non_goals", "permissions", "retry", "command", "endpoint", "schedule",
+            "rollout")
+_SCHEDULE_KEYS = ("every_s", "cron", "params", "report")
 _CONSTRAINT_KEYS = ("timeout_ms", "max_output_bytes", "require_confirm", "confirm_by", "max_memory_mb", "max_procs",
                     "cpu_s")
 CONFIRM_BY = ("agent", "human")
@@ -68,6 +70,7 @@ _ALLOWED_TOP = dict.fromkeys(REQUIRED + OPTIONAL)
 _ALLOWED_CONSTRAINTS = dict.fromkeys(_CONSTRAINT_KEYS)
 _ALLOWED_PERMISSIONS = dict.fromkeys(_PERMISSION_FLAGS + _PERMISSION_LISTS)
 _ALLOWED_PARAM = dict.fromkeys(_PARAM_KEYS)
+_ALLOWED_SCHEDULE = dict.fromkeys(_SCHEDULE_KEYS)
 _KIND_WORDS = {
     "str": "a quoted string", "text": "text", "int": "an integer", "float": "a decimal",
     "bool": "true or false", "map": "a map", "list": "a list", "block": "block text", "null": "nothing",
@@ -418,6 +421,38 @@ def _non_goals(ctx: _Ctx, node: nodes.Node) -> list[str]:
     return _text_list(ctx, node, "non_goals")
 
 
+def _schedule(ctx: _Ctx, field: tuple[Any, nodes.Node], tool: pb.ToolDef) -> None:
+    """``schedule: { every_s: N | cron: "m h dom mon dow", params: {...}, report: field }``."""
+    key, node = field
+    sfields = _entries(ctx, node, "schedule", _ALLOWED_SCHEDULE)
+    sched = tool.schedule
+    if ("every_s" in sfields) == ("cron" in sfields):
+        raise ctx.fail(key, "schedule needs exactly one of every_s (seconds between runs) or cron (five fields)")
+    if "every_s" in sfields:
+        sched.every_s = _int(ctx, sfields["every_s"][1], "schedule.every_s", minimum=1, maximum=_INT32_MAX)
+    else:
+        cnode = sfields["cron"][1]
+        expression = _text(ctx, cnode, "schedule.cron")
+        try:
+            cron.parse(expression)
+        except ValueError as exc:
+            raise ctx.fail(cnode, f"schedule.cron: {exc}: expected five fields such as \"*/5 * * * *\" "
+                                  "(minute hour day-of-month month day-of-week)") from None
+        sched.cron = expression
+    if "params" in sfields and sfields["params"][1].kind != "null":
+        pnode = sfields["params"][1]
+        if pnode.kind != "map":
+            raise ctx.fail(pnode, f"schedule.params must be a map of parameters, found {_KIND_WORDS[pnode.kind]}")
+        for pkey, _ in pnode.value:
+            if pkey.value not in tool.params_schema:
+                raise ParseError(ctx.path, pkey.line, pkey.column,
+                                 f"schedule.params names '{pkey.value}', which params_schema does not declare: "
+                                 f"expected one of: {', '.join(tool.param_order) or '(no parameters)'}")
+        sched.params.update(_plain(pnode))
+    if "report" in sfields:
+        sched.report = _text(ctx, sfields["report"][1], "schedule.report")
+
+
 def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder: str | None = None) -> pb.ToolDef:
     """Check the parsed file against the format and return its ToolDef.
 
@@ -526,6 +561,10 @@ def build(header: Any, root: nodes.Node, path: str, source: bytes | str, folder:
         if executor != "shell":
             raise ctx.fail(fields["command"][0], f"command is only for executor: shell (this tool uses {executor}): expected no command here")
         tool.command = _command(ctx, cnode, tool)
+    if "schedule" in fields and fields["schedule"][1].kind != "null":
+        _schedule(ctx, fields["schedule"], tool)
+    if "rollout" in fields:
+        tool.rollout = _int(ctx, fields["rollout"][1], "rollout (a percentage)", minimum=1, maximum=100)
     if header is not None:
         tool.address = header.value
     tool.source_path = path

@@ -351,7 +351,8 @@ async def test_reflection_lets_generic_clients_discover_the_contract(sidecar) ->
     files = [descriptor_pb2.FileDescriptorProto.FromString(b)
              for b in replies[1].file_descriptor_response.file_descriptor_proto]
     agent = next(f for f in files if f.name == "bitong/v1/agent.proto")
-    assert [m.name for m in agent.service[0].method] == ["Match", "Call", "StreamCall", "ListTools", "WatchTools"]
+    assert [m.name for m in agent.service[0].method] == ["Match", "Call", "StreamCall", "ListTools", "WatchTools",
+                                                         "Subscribe"]
 
 
 async def test_a_served_call_says_it_ran_sandboxed_and_what_ran(stub) -> None:
