@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .lazy import lazy_module
@@ -448,21 +448,27 @@ def _run(coro: Any) -> Any:
 
 # ---------------------------------------------------------------- tools, lint, eval
 
+def _pages(remote: _Remote) -> Iterator[pb.ListToolsResponse]:
+    """ListTools page by page: one reply for 10,000 tools would pass any message limit."""
+    token = ""
+    while True:
+        page: pb.ListToolsResponse = remote.stub.ListTools(pb.ListToolsRequest(page_token=token),
+                                                           metadata=remote.metadata)
+        yield page
+        token = page.next_page_token
+        if not token:
+            return
+
+
 def cmd_tools(args: argparse.Namespace) -> int:
     if args.server:
         import grpc
 
-        remote = _Remote(args)
         reply = pb.ListToolsResponse()
-        token = ""
         try:
-            while True:   # page by page: one reply for 10,000 tools would pass any message limit
-                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
+            for page in _pages(_Remote(args)):
                 reply.tools.extend(page.tools)
                 reply.errors.extend(page.errors)
-                token = page.next_page_token
-                if not token:
-                    break
         except grpc.RpcError as exc:
             return _rpc_error(exc, args.server)
     else:
@@ -494,15 +500,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.server:
         import grpc
 
-        remote = _Remote(args)
-        token = ""
         try:
-            while True:
-                page = remote.stub.ListTools(pb.ListToolsRequest(page_token=token), metadata=remote.metadata)
-                tool = next((t for t in page.tools if t.name == args.tool), None)
-                token = page.next_page_token
-                if tool is not None or not token:
-                    break
+            tool = next((t for page in _pages(_Remote(args)) for t in page.tools if t.name == args.tool), None)
         except grpc.RpcError as exc:
             return _rpc_error(exc, args.server)
     else:
