@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_sidecar import (CONCURRENCY, REPO, Contention, LoopThread, McpPeer, ServerProcess, aio_latency,
-                           aio_throughput, ms, proc_cpu, row, sync_latency, sync_throughput, versions)
+                           aio_throughput, ms, proc_cpu, row, shut_down, sync_latency, sync_throughput, versions)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 TARGET_P50_RATIO = 3.0     # handler Call p50 within 3x of the MCP SDK's in-process call
@@ -259,14 +259,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         progress("where a call's CPU goes")
         result["cpu_per_call"] = cpu_per_call(zsrv, zyg, n)
     finally:
-        for close in reversed(closers):
-            try:
-                close()
-            except Exception as exc:  # shutting down: say it, go on closing the rest
-                progress(f"while closing: {type(exc).__name__}: {exc}")
-        lt.close()
-        for server in servers:
-            server.stop()
+        shut_down(closers, lt, servers)
         shutil.rmtree(tmp, ignore_errors=True)
     result["rows"] = build_rows(result)
     result["seconds"] = time.perf_counter() - started

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_sidecar import (Contention, LoopThread, ServerProcess, aio_latency, aio_throughput, approving_config, ms,
-                           proc_cpu, row, start_floor, start_server, start_tcp, sync_latency, sync_throughput)
+                           proc_cpu, row, start_floor, start_server, start_tcp, shut_down, sync_latency, sync_throughput)
 from machine import machine  # benchmarks/ is the script's folder, first on sys.path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -280,14 +280,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         result["contention_pct"] = c.foreign_pct
         result["floor_match_p50_ms"] = floor_rtt
     finally:
-        for close in reversed(closers):
-            try:
-                close()
-            except Exception as exc:  # shutting down: say it, go on closing the rest
-                progress(f"while closing: {type(exc).__name__}: {exc}")
-        lt.close()
-        for server in servers:
-            server.stop()
+        shut_down(closers, lt, servers)
         if target is not None:
             target.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -995,6 +995,18 @@ def table(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- run
 
 
+def shut_down(closers: list[Callable[[], Any]], lt: LoopThread, servers: list[ServerProcess]) -> None:
+    """The clients first (newest first, each failure said and passed over), then their loop, then the servers."""
+    for close in reversed(closers):
+        try:
+            close()
+        except Exception as exc:  # shutting down: say it, go on closing the rest
+            progress(f"while closing: {type(exc).__name__}: {exc}")
+    lt.close()
+    for server in servers:
+        server.stop()
+
+
 def progress(msg: str) -> None:
     """One line on stderr, so a long run shows where it is."""
     print(f"bench_sidecar: {msg}", file=sys.stderr, flush=True)
@@ -1072,14 +1084,7 @@ def run(quick: bool = False, repo: Path | None = None) -> dict[str, Any]:
             result["pipe"] = pipe_read(stream_bytes)
         contention["pipe read"] = c.foreign_pct
     finally:
-        for close in reversed(closers):
-            try:
-                close()
-            except Exception as exc:  # shutting down: say it, go on closing the rest
-                progress(f"while closing: {type(exc).__name__}: {exc}")
-        lt.close()
-        for server in servers:
-            server.stop()
+        shut_down(closers, lt, servers)
         if servers:
             result["server_log_lines"] = len(servers[0].log.read_text(errors="replace").splitlines())
         shutil.rmtree(tmp, ignore_errors=True)
