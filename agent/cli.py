@@ -772,9 +772,10 @@ def _tools_repo(args: argparse.Namespace) -> dict[str, Any] | None:
     if not folder:
         if args.state:
             folder = os.path.join(os.path.dirname(os.path.abspath(args.state)), "tools-repo")
-        else:
-            base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-            folder = os.path.join(base, "bitong", "tools-repo")
+        else:   # the one state dir (--state-dir, $STATE_DIRECTORY, XDG, /var/lib/bitong for root)
+            from .executors.shell import state_dir
+
+            folder = os.path.join(state_dir(), "tools-repo")
     repo = ToolsRepo(args.tools_repo, folder, branch=args.branch or "", subdir=args.subdir)
     secret = b""
     if args.webhook:
@@ -1083,8 +1084,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--subdir", default="tools", help="the tools root inside the repository (default tools)")
     p.add_argument("--interval", type=float, default=60.0, metavar="S", help="fetch every S seconds (default 60)")
     p.add_argument("--repo-dir", metavar="DIR", default=None,
-                   help="where the clone and the serving commit live (default: tools-repo beside --state, else "
-                        "$XDG_STATE_HOME/bitong/tools-repo)")
+                   help="where the clone and the serving commit live (default: tools-repo beside --state, else in "
+                        "the state dir: see --state-dir)")
     p.add_argument("--webhook", metavar="HOST:PORT", default=None,
                    help="take Forgejo/Gitea/GitHub push webhooks here: a signed push fetches at once")
     p.add_argument("--webhook-secret-env", metavar="VAR", default="BITONG_WEBHOOK_SECRET",
