@@ -197,13 +197,7 @@ class Pool:
                 endpoint._close(conn)
             if not self.keep_alive or endpoint.open < self.max_connections:
                 endpoint.open += 1
-                try:
-                    return await self._open(endpoint, open_)
-                except BaseException:
-                    endpoint.open -= 1
-                    endpoint.wake(None)
-                    endpoint.forget_if_unused()
-                    raise
+                return await self._open_in_slot(endpoint, open_)
             if fresh and endpoint.idle:
                 endpoint.drop_idle(endpoint.idle[0])   # make room: the oldest idle one goes
                 continue
@@ -225,13 +219,17 @@ class Pool:
                     handed.reused = True
                     return handed
                 handed.abort()     # a fresh one was asked for: open it in the slot this one held
-                try:
-                    return await self._open(endpoint, open_)
-                except BaseException:
-                    endpoint.open -= 1
-                    endpoint.wake(None)
-                    endpoint.forget_if_unused()
-                    raise
+                return await self._open_in_slot(endpoint, open_)
+
+    async def _open_in_slot(self, endpoint: _Endpoint, open_: Opener) -> Connection:
+        """Open a connection in a slot already counted in ``endpoint.open``; a failure gives the slot back."""
+        try:
+            return await self._open(endpoint, open_)
+        except BaseException:
+            endpoint.open -= 1
+            endpoint.wake(None)
+            endpoint.forget_if_unused()
+            raise
 
     def release(self, conn: Connection, *, reusable: bool) -> None:
         """Give ``conn`` back: kept idle when ``reusable`` (the answer was read to its end), else closed."""
