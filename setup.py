@@ -2,10 +2,10 @@
 
 * ``proto/bitong/v1/*.proto`` -> ``bitong/v1/*_pb2*.py`` with grpcio-tools,
   at build time, every build (generated code is never committed).
-* ``parser/_speedups.pyx`` -> the compiled twin of the parser, unless
+* ``bitong/parser/_speedups.pyx`` -> the compiled twin of the parser, unless
   ``BITONG_PURE=1`` is set; ``BITONG_CYTHON_ANNOTATE=1`` writes the HTML
   annotation next to it for profiling.
-* ``agent/executors/reaper.c`` -> the executable ``agent/executors/_reaper``
+* ``bitong/agent/calling/executors/reaper.c`` -> the executable ``bitong/agent/calling/executors/_reaper``
   (each call's PID namespace; see reaper.py), always, pure or not: it is a
   program, not an extension. Without a C compiler the install goes on and
   the server falls back to process-group kills, with a warning.
@@ -49,11 +49,11 @@ def extensions() -> list[Extension]:
 
     ``_speedups.pyx`` is the compiled lexer and LALR driver; ``nodes.py`` and
     ``build.py`` are compiled as they are (Cython pure-Python mode, typed by
-    ``_nodes.pxd`` / ``_build.pxd``) into ``parser._nodes`` / ``parser._build``,
+    ``_nodes.pxd`` / ``_build.pxd``) into ``bitong.parser._nodes`` / ``bitong.parser._build``,
     so the value constructors and the format's rules have one source. The
-    matcher's hot path is built the same way: ``agent/match/analysis.py`` and
-    ``agent/match/lexical.py`` into ``agent.match._analysis`` /
-    ``agent.match._lexical``. These keep Python's bounds checks and ignore
+    matcher's hot path is built the same way: ``bitong/agent/matching/analysis.py`` and
+    ``bitong/agent/matching/lexical.py`` into ``bitong.agent.matching._analysis`` /
+    ``bitong.agent.matching._lexical``. These keep Python's bounds checks and ignore
     annotations: they are Python code and must behave as such.
     """
     if PURE:
@@ -69,14 +69,15 @@ def extensions() -> list[Extension]:
         return c.exists() and any((ROOT / p).stat().st_mtime > c.stat().st_mtime for p in pxds)
 
     exts = cythonize(
-        [Extension("parser._speedups", ["parser/_speedups.pyx"])],
+        [Extension("bitong.parser._speedups", ["bitong/parser/_speedups.pyx"])],
         compiler_directives={"language_level": "3", "boundscheck": False},
         annotate=annotate,
     )
-    for name, source, pxds in (("parser._nodes", "parser/nodes.py", ("parser/_nodes.pxd",)),
-                               ("parser._build", "parser/build.py", ("parser/_build.pxd", "parser/_nodes.pxd")),
-                               ("agent.match._analysis", "agent/match/analysis.py", ()),
-                               ("agent.match._lexical", "agent/match/lexical.py", ())):
+    parser, matching = "bitong/parser", "bitong/agent/matching"
+    for name, source, pxds in (("bitong.parser._nodes", f"{parser}/nodes.py", (f"{parser}/_nodes.pxd",)),
+                               ("bitong.parser._build", f"{parser}/build.py", (f"{parser}/_build.pxd", f"{parser}/_nodes.pxd")),
+                               ("bitong.agent.matching._analysis", f"{matching}/analysis.py", ()),
+                               ("bitong.agent.matching._lexical", f"{matching}/lexical.py", ())):
         exts += cythonize(
             [Extension(name, [source])],
             compiler_directives={"language_level": "3", "annotation_typing": False},
@@ -86,8 +87,9 @@ def extensions() -> list[Extension]:
     return exts
 
 
-REAPER_SOURCES = ("agent/executors/reaper.c", "agent/executors/sandbox.c", "agent/executors/sandbox.h")
-REAPER_TARGET = "agent/executors/_reaper"
+EXECUTORS = "bitong/agent/calling/executors"
+REAPER_SOURCES = (f"{EXECUTORS}/reaper.c", f"{EXECUTORS}/sandbox.c", f"{EXECUTORS}/sandbox.h")
+REAPER_TARGET = f"{EXECUTORS}/_reaper"
 
 
 class build_py_and_reaper(build_py):
@@ -106,29 +108,30 @@ class build_py_and_reaper(build_py):
             self.compile_bytecode()
 
     def build_lark_table(self, root: Path) -> None:
-        """parser/hdlp.lark.cache: the LALR table, so no run pays the ~50 ms of building it (grammar.py).
+        """bitong/parser/hdlp.lark.cache: the LALR table, so no run pays the ~50 ms of building it (grammar.py).
 
-        Loaded without the parser package's __init__ (it imports protobuf and
-        RE2, which the build environment need not have); lark's key for the
-        file includes the lexer class's dotted name, hence ``parser.grammar``.
+        Loaded without the packages' __init__ (they import protobuf and RE2,
+        which the build environment need not have); lark's key for the file
+        includes the lexer class's dotted name, hence ``bitong.parser.grammar``.
         """
         import subprocess
         import sys
 
-        script = ("import sys, types; pkg = types.ModuleType('parser'); pkg.__path__ = [sys.argv[1]]; "
-                  "sys.modules['parser'] = pkg; import parser.grammar as g; g.lark_parser()")
-        done = subprocess.run([sys.executable, "-c", script, str(root / "parser")], capture_output=True, text=True)
-        if done.returncode != 0 or not (root / "parser" / "hdlp.lark.cache").exists():
-            print("warning: parser/hdlp.lark.cache not written (the table is built at first use instead):\n"
+        script = ("import sys, types\n"
+                  "for name, folder in (('bitong', sys.argv[1]), ('bitong.parser', sys.argv[1] + '/parser')):\n"
+                  "    pkg = types.ModuleType(name); pkg.__path__ = [folder]; sys.modules[name] = pkg\n"
+                  "import bitong.parser.grammar as g; g.lark_parser()")
+        done = subprocess.run([sys.executable, "-c", script, str(root / "bitong")], capture_output=True, text=True)
+        if done.returncode != 0 or not (root / "bitong" / "parser" / "hdlp.lark.cache").exists():
+            print("warning: bitong/parser/hdlp.lark.cache not written (the table is built at first use instead):\n"
                   f"{done.stderr[-2000:]}", file=sys.stderr)
 
     def compile_bytecode(self) -> None:
         """.pyc files for an editable install, as pip writes them for a wheel: a run must not depend on
-        writing them (PYTHONDONTWRITEBYTECODE, a read-only checkout), and compiling agent/ costs ~25 ms."""
+        writing them (PYTHONDONTWRITEBYTECODE, a read-only checkout), and compiling bitong/agent/ costs ~25 ms."""
         import compileall
 
-        for package in ("agent", "parser", "bitong"):
-            compileall.compile_dir(str(ROOT / package), quiet=2)
+        compileall.compile_dir(str(ROOT / "bitong"), quiet=2)
 
     def build_reaper(self, target: Path) -> None:
         import shutil
@@ -158,11 +161,13 @@ class build_py_and_reaper(build_py):
 generate_protos()
 
 setup(
-    packages=["bitong", "bitong.v1", "bitong.tools", "agent", "agent.executors", "agent.match", "parser"],
+    packages=["bitong", "bitong.v1", "bitong.tools", "bitong.parser", "bitong.agent", "bitong.agent.matching",
+              "bitong.agent.registry", "bitong.agent.calling", "bitong.agent.calling.executors",
+              "bitong.agent.serving", "bitong.agent.mcp", "bitong.agent.cli"],
     package_dir={"bitong.tools": "tools"},
     package_data={
-        "parser": ["hdlp.lark", "*.pyx", "*.pxd"],
-        "agent": ["vocabularies/*.tsv"],
+        "bitong.parser": ["hdlp.lark", "*.pyx", "*.pxd"],
+        "bitong.agent.matching": ["vocabularies/*.tsv"],
         "bitong": ["py.typed"],   # bitong.Client is typed: type checkers of its users read it
         "bitong.v1": ["*.pyi"],
         "bitong.tools": ["*/TOOL.hdlp", "*/*.py", "*/*.md"],

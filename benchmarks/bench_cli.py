@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cli.py [--quick]
 
-Issue 13 §2. Each command is a fresh process (``python -m agent ...``, as the
+Issue 13 §2. Each command is a fresh process (``python -m bitong ...``, as the
 ``bitong`` script runs it), with ``PYTHONDONTWRITEBYTECODE=1`` (an installed
 package must not depend on writing ``.pyc`` files at run time). Rounds are
 interleaved (every command once per round, order rotated) so load from other
@@ -51,7 +51,7 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
 
 
 def _serve(sock: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}",
+    proc = subprocess.Popen([sys.executable, "-m", "bitong", "serve", "--listen", f"unix:{sock}",
                              "--admin-socket", "off"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     import grpc
@@ -75,7 +75,7 @@ def _serve(sock: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
 def run(quick: bool = False) -> dict[str, Any]:
     env = _env()
     py = sys.executable
-    bitong = [py, "-m", "agent"]
+    bitong = [py, "-m", "bitong"]
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         sock = Path(tmp) / "s.sock"
         server = _serve(sock, env)

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_handler.py [--quick] [--json PATH]
 
-* bitong: ``python -m agent serve --listen unix:SOCK --tools DIR`` as its own
+* bitong: ``python -m bitong serve --listen unix:SOCK --tools DIR`` as its own
   process, with one ``executor: python`` tool whose ``handler.py`` returns
   ``{"ok": 1}``; Call p50 with one call in flight, and calls/s with 16 in
   flight, through a sync gRPC client and grpc.aio (the better of the two per
@@ -184,7 +184,7 @@ def cpu_per_call(srv: ServerProcess, system: Bitong, n: int) -> dict[str, float]
 
 def start(tmp: Path, name: str, root: Path, config: Path | None) -> ServerProcess:
     sock = tmp / f"{name}.sock"
-    argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{sock}", "--tools", str(root)]
+    argv = [sys.executable, "-m", "bitong", "serve", "--listen", f"unix:{sock}", "--tools", str(root)]
     if config is not None:
         argv += ["--config", str(config)]
     srv = ServerProcess([root], sock, tmp / f"{name}.log", dict(os.environ), REPO, argv=argv)

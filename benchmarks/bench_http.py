@@ -5,7 +5,7 @@
 What it measures:
 
 * **bitong**: a ``Call`` of a tool on the ``http`` executor (``GET
-  http://127.0.0.1:PORT/ping``) to a served sidecar (``python -m agent
+  http://127.0.0.1:PORT/ping``) to a served sidecar (``python -m bitong
   serve`` in its own process, over a unix socket, the sync gRPC client):
   the path the issue measured (2.07 ms p50, 1,031 calls/s at 16 in
   flight). So bitong's figure includes a gRPC round trip the peer does not
@@ -198,9 +198,9 @@ def aiohttp_client(lt: LoopThread, url: str) -> tuple[OnLoop, Callable[[], None]
 
 
 def executor_in_process(lt: LoopThread, url: str, tool_dir: Path, keep_alive: bool) -> OnLoop:
-    from agent.config import from_dict
-    from agent.executors import Executors
-    from parser import parse_file
+    from bitong.agent.config import from_dict
+    from bitong.agent.calling.executors import Executors
+    from bitong.parser import parse_file
 
     tool = parse_file(str(tool_dir / "TOOL.hdlp"))
     runners = Executors(from_dict({"defaults": {} if keep_alive else {"http_idle_ms": 0}}))

@@ -1,4 +1,4 @@
-"""Match benchmark: bitong's matcher (agent.match) beside rank_bm25, bm25s and the embedding model alone.
+"""Match benchmark: bitong's matcher (bitong.agent.matching) beside rank_bm25, bm25s and the embedding model alone.
 
     python benchmarks/bench_match.py [--quick] [--eval ../shared/eval] [--tools 10000]
 
@@ -55,13 +55,13 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
-from parser import parse_file  # noqa: E402
+from bitong.parser import parse_file   # noqa: E402
 
-from agent.match import Hit, Index, MatchResult, _backend  # noqa: E402
-from agent.match.calibrate import calibrate  # noqa: E402
-from agent.match.evaluate import Query, Report, read_queries, score  # noqa: E402
-from agent.match.semantic import USEEmbedder, default_embedder  # noqa: E402
-from agent.match.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
+from bitong.agent.matching import Hit, Index, MatchResult, _backend   # noqa: E402
+from bitong.agent.matching.calibrate import calibrate   # noqa: E402
+from bitong.agent.matching.evaluate import Query, Report, read_queries, score   # noqa: E402
+from bitong.agent.matching.semantic import USEEmbedder, default_embedder   # noqa: E402
+from bitong.agent.matching.vocabulary import Vocabulary, load_vocabulary   # noqa: E402
 from synthetic import synthetic_queries, synthetic_tools  # noqa: E402
 
 ROOT = os.path.dirname(HERE)
@@ -271,9 +271,9 @@ def ms(xs: list[float]) -> str:
 
 def import_cost() -> tuple[float, float]:
     """Seconds for a fresh interpreter to import the matcher and load the vocabulary; then to load the model."""
-    code = ("import time; t=time.perf_counter(); import agent.match as m; m.Index.build([]); "
+    code = ("import time; t=time.perf_counter(); import bitong.agent.matching as m; m.Index.build([]); "
             "m.load_vocabulary(); a=time.perf_counter()-t; t=time.perf_counter(); "
-            "from agent.match.semantic import default_embedder; e=default_embedder(); e.query('x'); "
+            "from bitong.agent.matching.semantic import default_embedder; e=default_embedder(); e.query('x'); "
             "print(a, time.perf_counter()-t)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     a, b = out.stdout.split()

@@ -90,7 +90,7 @@ async def _measure(quick: bool) -> dict[str, Any]:
         (root / "bench-echo" / "TOOL.hdlp").write_text(ECHO_TOOL, encoding="utf-8")
         config = Path(tmp) / "bench.toml"
         config.write_text('[approve]\ntools = ["bench-echo"]\n', encoding="utf-8")
-        bitong_args = ["-m", "agent", "mcp", "--no-semantic", "--log-level", "WARNING"]
+        bitong_args = ["-m", "bitong", "mcp", "--no-semantic", "--log-level", "WARNING"]
         times: dict[str, list[float]] = {"bitong_call": [], "bitong_call_nobox": [], "peer_call": [],
                                          "bitong_find": [], "peer_const": []}
         served = [*bitong_args, "--tools", str(root), "--config", str(config)]
@@ -126,10 +126,10 @@ def _in_process(quick: bool) -> dict[str, float]:
     import subprocess
 
     sys.path.insert(0, str(REPO))
-    from agent.approval import Grant, Policy
-    from agent.executors import Executors, sandbox
-    from agent.registry import Registry
-    from agent.service import ToolAgent
+    from bitong.agent.registry.approval import Grant, Policy
+    from bitong.agent.calling.executors import Executors, sandbox
+    from bitong.agent.registry.snapshot import Registry
+    from bitong.agent.serving.service import ToolAgent
 
     n = 30 if quick else 120
     with tempfile.TemporaryDirectory(prefix="bitong-bench-mcp-") as tmp:

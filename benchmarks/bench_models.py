@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from agent.match.evaluate import read_queries  # noqa: E402
-from parser import parse_file  # noqa: E402
+from bitong.agent.matching.evaluate import read_queries   # noqa: E402
+from bitong.parser import parse_file   # noqa: E402
 
 DEFAULT_EVAL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "eval")
 SHORT = "帮我看看服务器磁盘还剩多少空间"

@@ -56,7 +56,7 @@ def _serve(root: Path, sock: Path, log: Path, observed: bool, parts: str = "metr
            ) -> tuple[subprocess.Popen[bytes], str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(REPO)
-    argv = [sys.executable, "-m", "agent", "serve", "--no-semantic", "--tools", str(root), "--listen", f"unix:{sock}",
+    argv = [sys.executable, "-m", "bitong", "serve", "--no-semantic", "--tools", str(root), "--listen", f"unix:{sock}",
             "--admin-socket", "off", "--log-level", "INFO"]
     if observed and "metrics" in parts:
         argv += ["--metrics", "127.0.0.1:0"]

@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO))
 
 import yaml
 
-import parser
-from parser import _backend
+from bitong import parser
+from bitong.parser import _backend
 
 EVAL_ROOT = Path(__file__).resolve().parents[1].parent / "shared/eval/registry"
 TOOLS_ROOT = REPO / "tools"

@@ -6,7 +6,7 @@ Issue 13 §3, each figure beside its peer or target in one run:
 
 * ``bitong serve`` exec to SERVING (health), 10,000 tools, with ``--state``
   (a restart, nothing changed) and without; the peer is the interpreter
-  importing ``agent.server`` and exiting (what any start pays before it reads
+  importing ``bitong.agent.serving.server`` and exiting (what any start pays before it reads
   a tool). Targets: 0.5 s and 2 s.
 * Whether that restart wrote the state file (it must not: nothing changed).
 * Peak RSS (VmHWM) with ``--state`` against without, sampled at SERVING and
@@ -52,12 +52,12 @@ SETTLED = "matching ready"   # the log line of the background work after SERVING
 
 
 class Server:
-    """``python -m agent serve`` on a unix socket, in its own session (stopped by its own pid only)."""
+    """``python -m bitong serve`` on a unix socket, in its own session (stopped by its own pid only)."""
 
     def __init__(self, work: Path, root: Path, name: str, state: Path | None = None) -> None:
         self.sock = work / f"{name}.sock"
         self.log = work / f"{name}.log"
-        argv = [sys.executable, "-m", "agent", "serve", "--listen", f"unix:{self.sock}", "--tools", str(root),
+        argv = [sys.executable, "-m", "bitong", "serve", "--listen", f"unix:{self.sock}", "--tools", str(root),
                 "--no-semantic", "--admin-socket", "off", "--log-level", "INFO"]
         if state is not None:
             argv += ["--state", str(state)]
@@ -125,7 +125,7 @@ class Server:
 def import_floor() -> float:
     """Exec to exit of an interpreter that imports the server's module: the start every serve pays."""
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import agent.server, agent.cli"], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-c", "import bitong.agent.serving.server, bitong.agent.cli.commands"], cwd=REPO, check=True)
     return time.perf_counter() - t
 
 
@@ -213,7 +213,7 @@ def run(quick: bool = False, tools: int = 10_000) -> dict[str, Any]:
                 srv.stop()
         big_srv = srv   # the last restart keeps serving for the reload and ListTools figures
 
-        listed = subprocess.run([sys.executable, "-m", "agent", "tools", "--server", big_srv.address, "--json"],
+        listed = subprocess.run([sys.executable, "-m", "bitong", "tools", "--server", big_srv.address, "--json"],
                                 cwd=REPO, capture_output=True, text=True, timeout=120)
         listed_n = len(json.loads(listed.stdout)) if listed.returncode == 0 else 0
 
@@ -231,9 +231,9 @@ def run(quick: bool = False, tools: int = 10_000) -> dict[str, Any]:
         n = f"{tools:,}"
         rows = [
             {"what": f"serve exec to SERVING, {n} tools, --state (restart)", "bitong": warm_s, "unit": "s",
-             "peer": floor_s, "peer_name": "exec+import agent.server", "target": "<= 0.5 s", "met": warm_s <= 0.5},
+             "peer": floor_s, "peer_name": "exec+import bitong.agent.serving.server", "target": "<= 0.5 s", "met": warm_s <= 0.5},
             {"what": f"serve exec to SERVING, {n} tools, no state", "bitong": cold_s, "unit": "s",
-             "peer": floor_s, "peer_name": "exec+import agent.server", "target": "<= 2 s", "met": cold_s <= 2.0},
+             "peer": floor_s, "peer_name": "exec+import bitong.agent.serving.server", "target": "<= 2 s", "met": cold_s <= 2.0},
             {"what": "restart with nothing changed rewrote the state", "bitong": "yes" if any(rewritten) else "no",
              "target": "no", "met": not any(rewritten)},
             {"what": f"peak RSS at SERVING, {n} tools, --state vs none", "bitong": rss_ws, "unit": "MiB",

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synthetic import synthetic_tools
 
-from agent.registry import Registry
+from bitong.agent.registry.snapshot import Registry
 from bitong.v1.agent_pb2 import ToolDef
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,7 +4,7 @@
 
 What it measures, and against what (issue 5):
 
-* bitong served as its own process (``python -m agent serve --listen unix:...``,
+* bitong served as its own process (``python -m bitong serve --listen unix:...``,
   so client and server do not share a GIL), over a unix socket:
   Call of a shell tool running ``echo hello`` and Match over the eval registry
   (40 tools + the 2 bench tools, the dev queries in turn), p50/p99 with one
@@ -246,7 +246,7 @@ def versions() -> dict[str, str]:
 
 
 class ServerProcess:
-    """``python -m agent serve`` on a unix socket, as a separate process (its own GIL).
+    """``python -m bitong serve`` on a unix socket, as a separate process (its own GIL).
 
     With ``argv`` given, that command instead (the gRPC floor), checked by a Match
     rather than by the health service it does not have.
@@ -256,7 +256,7 @@ class ServerProcess:
                  argv: list[str] | None = None, config: Path | None = None, listen: str | None = None) -> None:
         self.health = argv is None
         if argv is None:
-            argv = [sys.executable, "-m", "agent", "serve", "--listen", listen or f"unix:{sock}"]
+            argv = [sys.executable, "-m", "bitong", "serve", "--listen", listen or f"unix:{sock}"]
             for root in roots:
                 argv += ["--tools", str(root)]
             if config is not None:
@@ -814,9 +814,9 @@ async def executor_vs_bare(n: int) -> dict[str, Any]:
     and the executor's default (a PID namespace per call, under _reaper) against its process-group
     fallback, for the spawn cost of the containment; and the OS sandbox (the default where the kernel
     allows it) against the same executor with ``--sandbox off``, for the sandbox's own spawn cost."""
-    from agent.executors.reaper import Containment
-    from agent.executors.sandbox import Sandbox
-    from agent.executors.shell import ShellExecutor
+    from bitong.agent.calling.executors.reaper import Containment
+    from bitong.agent.calling.executors.sandbox import Sandbox
+    from bitong.agent.calling.executors.shell import ShellExecutor
     from bitong.v1.agent_pb2 import ToolDef
 
     tool = ToolDef(name="bench-echo", executor="shell", method="exec", command="echo hello")

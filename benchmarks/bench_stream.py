@@ -2,7 +2,7 @@
 
     python benchmarks/bench_stream.py [--quick] [--json PATH]
 
-* **bitong**: a served sidecar (``python -m agent serve``, its own process,
+* **bitong**: a served sidecar (``python -m bitong serve``, its own process,
   unix socket) answering a StreamCall of a shell tool running ``head -c N
   /dev/zero``: a real process, its stdout pipe, the executor's reads, one
   ``CallEvent`` per read.

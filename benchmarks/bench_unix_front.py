@@ -64,7 +64,7 @@ def _tools(root: Path) -> None:
 
 def _serve(root: Path, listen: str, repo: Path = REPO) -> tuple[subprocess.Popen[str], str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--no-semantic", "--no-vocabulary",
+    proc = subprocess.Popen([sys.executable, "-m", "bitong", "serve", "--no-semantic", "--no-vocabulary",
                              "--tools", str(root), "--listen", listen, "--log-level", "WARNING"],
                             cwd=repo, env={**env, "PYTHONPATH": str(repo)}, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)

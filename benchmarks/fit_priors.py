@@ -9,7 +9,7 @@ test of what this script produces. Each registry is built as it serves
 request's candidates (``index.evidence``) give one row of evidence each,
 labelled 1 when the candidate is among the request's expected tools (a NONE
 request gives no ranking rows: it has no right candidate). The rows of all
-three sets are fitted by agent.match.calibrate.fit (class-balanced logistic
+three sets are fitted by bitong.agent.matching.calibrate.fit (class-balanced logistic
 regression, an L2 pull of strength 1 towards the weights shipped now).
 
 Printed: the fitted weights with the model (sem=True) and without
@@ -33,18 +33,13 @@ sys.path.insert(0, HERE)
 
 from bitong.v1.agent_pb2 import ToolDef  # noqa: E402
 
-import agent.match.calibrate as calibrate_mod  # noqa: E402
-from agent.match import Calibration, Index, MatchResult  # noqa: E402
-from agent.match.calibrate import LEXICAL_FEATURES, SEMANTIC_FEATURES, _row, calibrate, fit  # noqa: E402
-from agent.match.evaluate import Query, Report, read_queries, score  # noqa: E402
-from agent.match.index import (  # noqa: E402
-    DECISION_FEATURES,
-    DEFAULT_THRESHOLD,
-    LEXICAL_WEIGHTS,
-    SEMANTIC_WEIGHTS,
-)
-from agent.match.semantic import default_embedder  # noqa: E402
-from agent.match.vocabulary import load_vocabulary  # noqa: E402
+from bitong.agent.matching import calibrate as calibrate_mod   # noqa: E402
+from bitong.agent.matching import Calibration, Index, MatchResult   # noqa: E402
+from bitong.agent.matching.calibrate import LEXICAL_FEATURES, SEMANTIC_FEATURES, _row, calibrate, fit   # noqa: E402
+from bitong.agent.matching.evaluate import Query, Report, read_queries, score   # noqa: E402
+from bitong.agent.matching.index import DECISION_FEATURES, DEFAULT_THRESHOLD, LEXICAL_WEIGHTS, SEMANTIC_WEIGHTS   # noqa: E402
+from bitong.agent.matching.semantic import default_embedder   # noqa: E402
+from bitong.agent.matching.vocabulary import load_vocabulary   # noqa: E402
 from bench_match import DEFAULT_EVAL, read_tools  # noqa: E402
 
 

@@ -35,11 +35,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 MODULES: dict[str, list[str]] = {
-    "allowlist": ["tests/agent/test_allowlist.py"],
-    "confirm": ["tests/agent/test_confirm.py"],
-    "params": ["tests/agent/test_params.py"],
+    "allowlist": ["tests/agent/calling/test_allowlist.py"],
+    "confirm": ["tests/agent/calling/test_confirm.py"],
+    "params": ["tests/agent/calling/test_params.py"],
 }
-"""Module (under agent/) -> the tests that must kill its mutants."""
+"""Module (under bitong/agent/calling/) -> the tests that must kill its mutants."""
 
 _SWAP_CMP: dict[type, type] = {
     ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
@@ -156,7 +156,7 @@ class _Mutator(ast.NodeTransformer):
 
 
 def _source(module: str) -> tuple[Path, str]:
-    path = REPO / "agent" / f"{module}.py"
+    path = REPO / "bitong" / "agent" / "calling" / f"{module}.py"
     return path, path.read_text(encoding="utf-8")
 
 
@@ -175,12 +175,12 @@ def mutated_code(module: str, index: int) -> object:
 
 
 def _install_from_env() -> None:
-    """As a pytest plugin: replace agent.<module>'s code by mutant <index> before tests import it."""
+    """As a pytest plugin: replace bitong.agent.calling.<module>'s code by mutant <index> before tests import it."""
     spec = os.environ.get("BITONG_MUTANT")
     if not spec:
         return
     module, index = spec.split(":")
-    target = importlib.import_module(f"agent.{module}")
+    target = importlib.import_module(f"bitong.agent.calling.{module}")
     exec(mutated_code(module, int(index)), target.__dict__)  # the point of mutation testing
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/profile_sidecar.py call|call16|match|stream [--seconds S] [--pyspy [--native]] [--perf] [--repo DIR]
 
-Starts ``python -m agent serve`` exactly as bench_sidecar.py does, drives one
+Starts ``python -m bitong serve`` exactly as bench_sidecar.py does, drives one
 workload with the sync client for a bounded time, and reports CPU per call
 split by process (server, its children, this client) from /proc/<pid>/stat,
 so a missed throughput target can be read as a CPU budget on this machine.

@@ -1,6 +1,6 @@
 """Soak: many calls against one ``bitong serve``, watching its RSS, fds, threads and processes.
 
-Not CI: a long run on demand. It starts a real sidecar (``python -m agent
+Not CI: a long run on demand. It starts a real sidecar (``python -m bitong
 serve`` on a unix socket, the bundled tools), drives ``--calls`` requests
 through ``--concurrency`` clients in a fixed mix, and samples the server
 process from /proc as it goes:
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     tools = work / "tools"
     shutil.copytree(REPO / "tools", tools, ignore=shutil.ignore_patterns("runtime", "__pycache__"))
     sock = work / "soak.sock"
-    server = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--tools", str(tools),
+    server = subprocess.Popen([sys.executable, "-m", "bitong", "serve", "--tools", str(tools),
                                "--listen", f"unix:{sock}", "--log-level", "WARNING"],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

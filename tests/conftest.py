@@ -66,8 +66,8 @@ def write_tool(tools_root: Path) -> WriteTool:
 async def sidecar(tools_root: Path, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[object]:
     """A served sidecar; ``@pytest.mark.host_proc``: without the OS sandbox, for tests that read host pids
     through /proc (the sandbox gives each call a /proc of its own namespace)."""
-    from agent.executors.sandbox import Sandbox
-    from agent.server import Sidecar
+    from bitong.agent.calling.executors.sandbox import Sandbox
+    from bitong.agent.serving.server import Sidecar
 
     box = Sandbox("off", False, "the test reads host pids") if request.node.get_closest_marker("host_proc") else None
     car = Sidecar([str(tools_root)], f"unix:{tmp_path}/bitong.sock", poll_s=0.1, grace_s=5, sandbox=box)
@@ -87,8 +87,8 @@ async def stub(sidecar: object) -> AsyncIterator[pb_grpc.ToolAgentStub]:
 @pytest.fixture
 async def start_sidecar(tools_root: Path) -> AsyncIterator[object]:
     """start_sidecar(listen, **Sidecar options) -> a started Sidecar on the test's tools root; all stopped after."""
-    from agent.approval import development
-    from agent.server import Sidecar
+    from bitong.agent.registry.approval import development
+    from bitong.agent.serving.server import Sidecar
 
     started: list[Sidecar] = []
 

@@ -44,7 +44,7 @@ def approve(sidecar: Any, *names: str) -> None:
     """Approve test tools that declare a sensitive permission, as a config's [approve] would."""
     import dataclasses
 
-    from agent.approval import Grant
+    from bitong.agent.registry.approval import Grant
 
     policy = sidecar.registry.approval
     sidecar.registry.approval = dataclasses.replace(policy, grants=(*policy.grants, *(Grant(n) for n in names)))

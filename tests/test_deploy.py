@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _parser
+from bitong.agent.cli.commands import _parser
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -1,4 +1,4 @@
-"""agent.config: the TOML file, where secrets come from, and every refusal saying what to write."""
+"""bitong.agent.config: the TOML file, where secrets come from, and every refusal saying what to write."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import config
-from agent.config import ConfigError, Secret, SecretUnavailable, from_dict
+from bitong.agent import config
+from bitong.agent.config import ConfigError, Secret, SecretUnavailable, from_dict
 
 SECRET = "ghp-very-secret-value-123"
 

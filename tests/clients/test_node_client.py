@@ -53,7 +53,7 @@ def server_address(request: pytest.FixtureRequest, tools_root: Path, tmp_path: P
     client can take the bound address from the "bitong: serving on" line.
     """
     listen = f"unix:{tmp_path / 'bitong.sock'}" if request.param == "unix" else "127.0.0.1:0"
-    server = subprocess.Popen([sys.executable, "-m", "agent", "serve", "--tools", str(tools_root),
+    server = subprocess.Popen([sys.executable, "-m", "bitong", "serve", "--tools", str(tools_root),
                                "--listen", listen],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -146,7 +146,7 @@ async def test_a_relative_unix_path_works_as_the_cli_takes_it(start_sidecar: Any
 
 async def test_a_token_is_sent_and_a_refusal_is_a_bitong_error(start_sidecar: Any, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.config import from_dict
+    from bitong.agent.config import from_dict
 
     monkeypatch.setenv("T_CLIENT", "token-of-the-client-0123456789")
     car = await start_sidecar("127.0.0.1:0", config=from_dict({"auth": {"tokens": {"me": {"token_env": "T_CLIENT"}}}}))
@@ -174,7 +174,7 @@ def test_bad_params_and_half_a_client_certificate_are_refused_before_sending() -
 
 async def test_mtls_with_the_clients_certificate_and_a_connection_error_without_one(
         start_sidecar: Any, tmp_path: Path) -> None:
-    from agent.listen import Security
+    from bitong.agent.serving.listen import Security
     from tests.agent.certs import CA
 
     ca = CA(tmp_path)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent.executors import Executors
+from bitong.agent.calling.executors import Executors
 from bitong.v1.agent_pb2 import ToolDef
 from tests.fakes.scene import TOKEN, TOKEN_VAR, config_for, write_tool_folder
 from tests.fakes.server import FakeServer

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.config import Config, from_dict
+from bitong.agent.config import Config, from_dict
 from bitong.v1.agent_pb2 import ToolDef
-from parser import parse_file
+from bitong.parser import parse_file
 
 __all__ = ["TOKEN", "TOKEN_VAR", "config_for", "soon", "write_tool_folder"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from parser import _backend
+from bitong.parser import _backend
 
 BACKENDS = _backend.backends()
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests.parser.hdlp_cases import FULL, INVALID, Case, variant
-from parser import ParseError, parse, parse_bytes, parse_file
-from parser._backend import Backend
+from bitong.parser import ParseError, parse, parse_bytes, parse_file
+from bitong.parser._backend import Backend
 
 
 def _parse(case: Case, backend: Backend) -> ParseError:

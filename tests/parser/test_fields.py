@@ -9,8 +9,8 @@ import pytest
 from google.protobuf import json_format
 
 from tests.parser.hdlp_cases import make, variant
-from parser import ParseError, ToolDef, parse, parse_bytes, parse_file
-from parser._backend import Backend
+from bitong.parser import ParseError, ToolDef, parse, parse_bytes, parse_file
+from bitong.parser._backend import Backend
 
 EVERYTHING = """\
 HLDP://zhuyuan/tool/git-log

@@ -14,10 +14,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.registry import Registry
+from bitong.agent.registry.snapshot import Registry
 from tests.parser.hdlp_cases import FULL
-from parser import ParseError, parse_bytes
-from parser._backend import backends
+from bitong.parser import ParseError, parse_bytes
+from bitong.parser._backend import backends
 
 FUZZ = settings(max_examples=300, deadline=2000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-import parser
+from bitong import parser
 from tests.parser.hdlp_cases import INVALID, VALID, Case
 from tests.support import BUNDLED as TOOLS_ROOT
 from tests.support import EVAL_REGISTRY as EVAL_ROOT
-from parser import ParseError, parse_bytes, parse_file
-from parser._backend import Backend, compiled, pure
+from bitong.parser import ParseError, parse_bytes, parse_file
+from bitong.parser._backend import Backend, compiled, pure
 
-needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled twin (parser._speedups) is not built")
+needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled twin (bitong.parser._speedups) is not built")
 
 TOOL_FILES = sorted(TOOLS_ROOT.glob("*/TOOL.hdlp"))
 EVAL_FILES = sorted(EVAL_ROOT.glob("*/TOOL.hdlp")) if EVAL_ROOT.is_dir() else []

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from agent.params import validate
+from bitong.agent.calling.params import validate
 from tests.parser.hdlp_cases import make
-from parser import ParseError, parse, patterns
-from parser._backend import Backend
+from bitong.parser import ParseError, parse, patterns
+from bitong.parser._backend import Backend
 
 # 26 'a's then '!' against ^(a+)+$: the stdlib's backtracking takes seconds
 # (it doubles with each 'a'; 28 took 80-115 s to load); RE2 takes microseconds.

@@ -10,8 +10,8 @@ import pytest
 from google.protobuf import json_format
 
 from tests.parser.hdlp_cases import MINIMAL, VALID, make, variant
-from parser import ParseError, ToolDef, parse, parse_bytes
-from parser._backend import Backend
+from bitong.parser import ParseError, ToolDef, parse, parse_bytes
+from bitong.parser._backend import Backend
 
 
 def p(text: str, backend: Backend, path: str = "demo.hdlp") -> ToolDef:

@@ -66,7 +66,7 @@ def load_handler(tools_root: Path, name: str) -> Any:
 
 
 def test_every_bundled_tool_passes_lint_and_ships(tools_root: Path) -> None:
-    lint = subprocess.run([sys.executable, "-m", "agent", "lint", str(REPO / "tools")], capture_output=True, text=True)
+    lint = subprocess.run([sys.executable, "-m", "bitong", "lint", str(REPO / "tools")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
     assert lint.stderr.strip().endswith(" checked, 0 with errors")
     for name in ("file-read", "file-write", "file-stats", "scheduled-reminder"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.allowlist import require
+from bitong.agent.calling.allowlist import require
 
 
 def read_file(path: str, from_line: int = 1, limit: int = 500) -> dict:

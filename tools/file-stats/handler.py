@@ -6,7 +6,7 @@ import os
 import time
 from datetime import datetime
 
-from agent.allowlist import require
+from bitong.agent.calling.allowlist import require
 
 
 def run(path: str, recursive: bool = False, not_modified_days: int | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from agent.allowlist import require
+from bitong.agent.calling.allowlist import require
 
 
 def write_file(path: str, content: str, mode: str = "overwrite") -> dict:

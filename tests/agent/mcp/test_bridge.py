@@ -30,7 +30,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 
 from tests.support import tool_text  # noqa: E402
 
-BITONG = [sys.executable, "-m", "agent"]
+BITONG = [sys.executable, "-m", "bitong"]
 TRANSPORTS = ("stdio", "http")
 MODES = ("legacy", "auto")
 WAIT_S = 30.0

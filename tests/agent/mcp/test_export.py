@@ -19,7 +19,7 @@ from tests.support import tool_text
 
 jsonschema = pytest.importorskip("jsonschema")
 
-BITONG = [sys.executable, "-m", "agent"]
+BITONG = [sys.executable, "-m", "bitong"]
 
 PARAMS = ('{ word: { type: string, required: true, pattern: "^[a-z]+$", min: 2, max: 8, description: "one word" },'
           ' times: { type: integer, min: 1, max: 10, default: 3 },'

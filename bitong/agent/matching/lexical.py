@@ -1,0 +1,161 @@
+"""The lexical half of a match: BM25F presences, and the share of a request a tool explains.
+
+A tool is a bag of terms whose term frequency is summed over its fields,
+each field weighted by how strongly it says what the tool is for
+(:data:`FIELD_WEIGHT`), then saturated as BM25 does, so one term's presence
+``p`` is in 0..1 (:func:`presences`). A request scores a tool by the share of
+its information the tool explains::
+
+    share = sum(qw * idf * p) / (sum(qw * idf*) + ALPHA)
+
+``idf*`` is the term's idf, or for a term no tool has, a fixed share of the
+largest idf: words nobody explains make every tool explain less, which is
+what tells "renew the certificate" from "check the certificate". The share
+is comparable across requests and registries, unlike a raw BM25 sum.
+
+English words no tool has are tried once more at one edit (typos), at a
+discount. Chinese typos need no step here: pinyin terms carry them.
+
+This module is the matcher's hot loop; it is compiled by Cython in
+pure-Python mode as ``bitong.agent.matching._lexical`` (see :mod:`bitong.agent.matching._backend`).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "idf", "presences"]
+
+# Fields of a tool and how much one occurrence of a term in them counts.
+# ``slots`` are the kinds of value the parameters take (p:path, p:url ...).
+FIELD_WEIGHT = {"display": 1.5, "keywords": 1.5, "intent": 1.2, "name": 1.0, "why": 0.5, "params": 0.4,
+                "slots": 1.2}
+K1 = 1.2
+B = 0.3
+REF_LEN = 40.0     # a fixed reference length: updates never have to re-saturate other tools
+ALPHA = 0.3        # damps the share of very short requests
+OOV_FACTOR = 0.6   # a term no tool has counts this share of the largest idf
+TYPO_FACTOR = 0.7  # a word corrected by one edit counts this much
+WEAK_SPREAD = 64   # a character or pinyin term in more tools than this only refines (see accumulate)
+COMMON_SPREAD = 256  # any term in more tools than this only refines, once candidates exist
+QUANTUM = 64.0       # presences are multiples of 1/QUANTUM
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def presences(fields: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
+    """Term -> saturated presence 0..1 of a tool, from its fields' terms (field name, terms)."""
+    tf: dict[str, float] = {}
+    length = 0.0
+    for field, terms in fields:
+        fw = FIELD_WEIGHT[field]
+        for term, w in terms.items():
+            tf[term] = tf.get(term, 0.0) + fw * w
+            length += w
+    norm = 1.0 - B + B * (length / REF_LEN)
+    out: dict[str, float] = {}
+    for term, f in tf.items():
+        # Quantized (as search engines quantize impacts): an edit that changes the
+        # tool's length leaves most presences as they were, so a re-index copies
+        # only the posting lists of the terms the edit really moved.
+        out[term] = round(f / (f + K1 * norm) * QUANTUM) / QUANTUM
+    return out
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def _edits(word: str) -> list[str]:
+    """Every string one edit (delete, swap, replace, insert) from ``word``."""
+    out: list[str] = []
+    n = len(word)
+    for i in range(n):
+        out.append(word[:i] + word[i + 1:])
+        if i + 1 < n:
+            out.append(word[:i] + word[i + 1] + word[i] + word[i + 2:])
+        for c in _LETTERS:
+            if c != word[i]:
+                out.append(word[:i] + c + word[i + 1:])
+    for i in range(n + 1):
+        for c in _LETTERS:
+            out.append(word[:i] + c + word[i:])
+    return out
+
+
+def _correct(term: str, postings: dict[str, dict[str, float]]) -> str:
+    """The most common known word one edit from an unknown English word of 4+ letters, or ''."""
+    word = term[2:]
+    if len(word) < 4 or not word.isalpha():
+        return ""
+    best = ""
+    best_df = 0
+    for cand in _edits(word):
+        p = postings.get("w:" + cand)
+        if p is not None and len(p) > best_df:
+            best = "w:" + cand
+            best_df = len(p)
+    return best
+
+
+def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int
+               ) -> tuple[dict[str, float], float, dict[str, list[str]], list[str]]:
+    """Score every tool that shares a term with the request.
+
+    Returns (tool -> explained mass, the request's total mass, tool -> its
+    matched terms, the request's terms that no tool has). ``share`` is the
+    explained mass over the total.
+    """
+    acc: dict[str, float] = {}
+    matched: dict[str, list[str]] = {}
+    missing: list[str] = []
+    total = ALPHA
+    oov_idf = idf(n, 0) * OOV_FACTOR
+    weak: list[tuple[str, float, dict[str, float]]] = []
+    # Rare terms first: once they have found candidates, a term that hundreds of
+    # tools share only refines those (MaxScore-like); a tool that shares nothing
+    # but common terms with the request cannot outrank them.
+    for term, qw in sorted(query.items(), key=lambda kv: len(postings.get(kv[0], ()))):
+        plist = postings.get(term)
+        weight = qw
+        if plist is None and term.startswith("w:"):
+            fixed = _correct(term, postings)
+            if fixed:
+                plist = postings[fixed]
+                weight = qw * TYPO_FACTOR
+        if plist is None:
+            total += qw * oov_idf
+            missing.append(term)
+            continue
+        term_idf = idf(n, len(plist))
+        total += qw * term_idf
+        if (term[0] in "uy" and len(plist) > WEAK_SPREAD) or (len(plist) > COMMON_SPREAD and len(acc) >= 32):
+            weak.append((term, weight * term_idf, plist))  # see below
+            continue
+        _add(acc, matched, term, weight * term_idf, plist)
+    # A single character or a pinyin shared by hundreds of tools only refines
+    # the tools the request's words already found: walking its whole posting
+    # list would cost more than the rest of the match and change no ranking.
+    for term, w, plist in weak:
+        if len(acc) < len(plist):
+            for name in list(acc):
+                p = plist.get(name)
+                if p is not None:
+                    acc[name] += w * p
+                    matched[name].append(term)
+        else:
+            for name, p in plist.items():
+                if name in acc:
+                    acc[name] += w * p
+                    matched[name].append(term)
+    return acc, total, matched, missing
+
+
+def _add(acc: dict[str, float], matched: dict[str, list[str]], term: str, w: float, plist: dict[str, float]) -> None:
+    for name, p in plist.items():
+        acc[name] = acc.get(name, 0.0) + w * p
+        m = matched.get(name)
+        if m is None:
+            matched[name] = [term]
+        else:
+            m.append(term)

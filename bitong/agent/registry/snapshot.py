@@ -1,0 +1,816 @@
+"""Tools roots to immutable snapshots, swapped atomically.
+
+A :class:`Snapshot` is everything a request needs (tools by name, load
+errors, the match index) and never changes once built; :class:`Registry`
+builds the next one from what changed on disk and swaps it in with a single
+attribute assignment, so a request sees either the old scan or the new one,
+never half of each.
+
+Rescans are incremental: a file whose (mtime, size, inode) did not change is
+not even read; one that was touched but whose bytes hash the same is not
+parsed; only what really changed is parsed and re-indexed. A file in error is
+not trusted by its stat key (``chmod 644`` changes no mtime): it is tried again
+at every rescan.
+
+Nothing one file holds can stop a scan: only regular files of at most
+``max_file_bytes`` are read (a FIFO, a device or a 50 MB file is refused from
+its stat, unread), and any failure to read or build a file is that file's
+:class:`LoadError`. A root that cannot be listed (renamed, deleted, no
+permission) is a LoadError of its own, and the tools last seen in it keep
+serving until it is back or is removed from the roots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import hashlib
+import logging
+import marshal
+import os
+import pkgutil
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from google.protobuf.message import DecodeError
+
+from bitong.v1 import agent_pb2 as pb
+from bitong.v1 import state_pb2
+from bitong.v1.agent_pb2 import ToolDef
+
+from bitong.parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_file
+
+from .approval import MIN_PIN, Policy as ApprovalPolicy
+from ..matching import index as matcher
+from ..matching.calibrate import calibrate
+from ..matching.index import Calibration
+from ..matching.semantic import Embedder
+from ..matching.vocabulary import Vocabulary
+from .cooldown import Cooldown
+from .versions import Canary, VersionBook
+
+__all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root", "parser_fingerprint"]
+
+log = logging.getLogger("bitong.registry")
+
+TOOL_FILE = "TOOL.hdlp"
+_RACY_NS = 2_000_000_000
+_FILES_TAG = bytes([3 << 3 | 2])   # RegistryState.files: field 3, length-delimited
+
+
+_CALIBRATION_FORMAT = "bitong-calibration-1"
+
+
+def _calibrate_code() -> str:
+    """The calibration depends on the code that fits it (besides the analyses, which have their fingerprint)."""
+    data = pkgutil.get_data("bitong.agent.matching", "calibrate.py")
+    return hashlib.sha256(data or b"").hexdigest()[:16]
+
+
+def _calibration_bytes(names: frozenset[str], ready: bool, model: str, calibration: Calibration,
+                       lexical: Calibration) -> bytes:
+    def plain(c: Calibration) -> tuple[dict[str, float], float, float, int, dict[str, float]]:
+        return dict(c.weights), c.scale, c.shift, c.samples, dict(c.hub)
+    return marshal.dumps((_CALIBRATION_FORMAT, _calibrate_code(), tuple(sorted(names)), ready, model,
+                          plain(calibration), plain(lexical)), 4)
+
+
+def _calibration_from(data: bytes) -> tuple[frozenset[str], bool, str, Calibration, Calibration] | None:
+    """What :func:`_calibration_bytes` wrote, or None if it is absent, of another format or other code."""
+    if not data:
+        return None
+    try:
+        fields = marshal.loads(data)
+        tag, code, names, ready, model, cal, lex = fields
+        if tag != _CALIBRATION_FORMAT or code != _calibrate_code():
+            return None
+
+        def typed(c: tuple[object, ...]) -> Calibration:
+            weights, scale, shift, samples, hub = c
+            if not (isinstance(weights, dict) and isinstance(hub, dict) and isinstance(scale, float)
+                    and isinstance(shift, float) and isinstance(samples, int)):
+                raise ValueError("not a calibration")
+            return Calibration(weights, scale, shift, samples, hub)
+        return frozenset(names), bool(ready), str(model), typed(cal), typed(lex)
+    except Exception:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes: fit it again
+        return None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def parser_fingerprint() -> str:
+    """Which parser wrote a state: its version and its grammar's bytes."""
+    import bitong
+    from bitong import parser as package
+
+    digest = hashlib.sha256()
+    folder = os.path.dirname(package.__file__)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".py", ".pyx", ".pxd", ".lark")):
+            with open(os.path.join(folder, name), "rb") as fh:
+                digest.update(name.encode() + b"\0" + fh.read())
+    return f"{bitong.__version__}+{digest.hexdigest()[:16]}"
+
+
+def bundled_tools_root() -> str:
+    """The tools shipped inside the package (``bitong serve`` without ``--tools``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bitong.tools")
+    if spec is not None and spec.submodule_search_locations:
+        return list(spec.submodule_search_locations)[0]
+    # editable installs of a folder without __init__.py: fall back to the checkout
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadError:
+    """A file that did not load, where, and whether an older version still serves."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+    serving_previous: str = ""
+    unapproved: tuple[str, ...] = ()   # sensitive permissions the approval policy does not grant
+
+    def __str__(self) -> str:
+        tail = f" (still serving the last good version of '{self.serving_previous}')" if self.serving_previous else ""
+        where = f"{self.path}:{self.line}:{self.column}" if self.line else self.path  # a root has no line
+        return f"{where}: {self.message}{tail}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _FileState:
+    """What we know of one TOOL.hdlp: its stat key, its hash, its last good tool."""
+
+    stat_key: tuple[int, int, int]
+    sha256: str
+    tool: ToolDef | None  # the last version that parsed, if any
+    error: LoadError | None  # set while the current bytes do not parse
+
+
+class Snapshot:
+    """One consistent view of the registry. Never mutated after construction."""
+
+    __slots__ = ("tools", "errors", "index", "generation", "_files", "roots", "lost_roots", "_names", "canaries")
+
+    def __init__(self, tools: Mapping[str, ToolDef], errors: Sequence[LoadError], index: matcher.Index,
+                 generation: int, files: Mapping[str, _FileState], roots: Sequence[str],
+                 lost_roots: Mapping[str, LoadError] | None = None,
+                 canaries: Mapping[str, Canary] | None = None) -> None:
+        # rollouts under way, by tool name: which definition a caller runs (bitong.agent.registry.versions)
+        self.canaries: Mapping[str, Canary] = types.MappingProxyType(dict(canaries or {}))
+        self.tools: Mapping[str, ToolDef] = types.MappingProxyType(dict(tools))
+        # the roots that could not be listed come first: they explain the rest
+        self.lost_roots: Mapping[str, LoadError] = types.MappingProxyType(dict(lost_roots or {}))
+        self.errors: tuple[LoadError, ...] = tuple(self.lost_roots.values()) + tuple(errors)
+        self.index = index
+        self.generation = generation
+        self._files = types.MappingProxyType(dict(files))
+        self.roots = tuple(roots)
+        self._names: list[str] | None = None
+
+    def lookup(self, name: str) -> ToolDef | None:
+        return self.tools.get(name)
+
+    def sorted_tools(self) -> list[ToolDef]:
+        return [self.tools[name] for name in self.sorted_names()]
+
+    def sorted_names(self) -> list[str]:
+        """The tools' names in order, sorted once per snapshot (ListTools pages walk it)."""
+        if self._names is None:
+            self._names = sorted(self.tools)
+        return self._names
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _candidates(roots: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Every ``<root>/<folder>/TOOL.hdlp`` path, roots in order, folders sorted;
+    and why each root that cannot be listed cannot be."""
+    out: list[str] = []
+    lost: dict[str, str] = {}
+    for root in roots:
+        try:
+            names = sorted(os.listdir(root))
+        except OSError as exc:
+            lost[root] = exc.strerror or str(exc)
+            continue
+        for name in names:
+            if name.startswith("."):
+                continue
+            out.append(os.path.join(root, name, TOOL_FILE))
+    return out, lost
+
+
+def _root_of(path: str) -> str:
+    """The root a candidate path was found in: ``<root>/<folder>/TOOL.hdlp``."""
+    return os.path.dirname(os.path.dirname(path))
+
+
+def _resolve(files: Mapping[str, _FileState], policy: ApprovalPolicy | None = None,
+             previous: Mapping[str, ToolDef] | None = None, roots: Sequence[str] = (),
+             verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] | None = None,
+             ) -> tuple[dict[str, ToolDef], list[LoadError]]:
+    """Tools by name (the first root wins a name, then the first folder by name) and every load error,
+    in that order too: whatever order ``files`` is in.
+
+    With a ``policy``, a tool declaring a sensitive permission it does not
+    approve is not served; if the ``previous`` snapshot served an approved
+    version of the same file, that version keeps serving (as for a file that
+    stops parsing): it is exactly what was approved, and an edit must not
+    turn an approved tool into a different one nor take it away unseen.
+    ``verdicts`` keeps the policy's answer per tool object from one call to
+    the next, so a rescan that changed one file asks about one tool.
+    """
+    order = {root: i for i, root in enumerate(roots)}
+
+    def rank(path: str) -> tuple[int, str]:
+        folder = os.path.dirname(path)
+        return order.get(os.path.dirname(folder), len(order)), os.path.basename(folder)
+
+    def unapproved(tool: ToolDef) -> tuple[str, ...]:
+        assert policy is not None
+        if verdicts is None:
+            return tuple(policy.unapproved(tool))
+        seen = verdicts.get(id(tool))
+        if seen is not None and seen[0] is tool:
+            return seen[1]
+        answer = tuple(policy.unapproved(tool))
+        verdicts[id(tool)] = (tool, answer)
+        return answer
+
+    tools: dict[str, ToolDef] = {}
+    owner: dict[str, str] = {}
+    errors: list[LoadError] = []
+    served_from: dict[str, ToolDef] | None = None
+    for path, state in files.items():
+        if state.error is not None:
+            errors.append(state.error)
+        tool = state.tool
+        if tool is None:
+            continue
+        if policy is not None and unapproved(tool):
+            if served_from is None:
+                served_from = {t.source_path: t for t in (previous or {}).values()}
+            kept = served_from.get(path)
+            if kept is not None and (kept is tool or unapproved(kept)):
+                kept = None
+            why = policy.refusal(tool)
+            why += (f"; the version approved before (sha256 {kept.content_sha256[:MIN_PIN]}) keeps serving"
+                    if kept is not None else "; the tool does not serve")
+            errors.append(LoadError(path, 0, 0, why, kept.name if kept is not None else "", unapproved(tool)))
+            if kept is None:
+                continue
+            tool = kept
+        first = owner.get(tool.name)
+        if first is not None:
+            if rank(path) < rank(first):   # this file comes first: it wins, the other is the duplicate
+                tools[tool.name], owner[tool.name] = tool, path
+                path, first = first, path
+            errors.append(LoadError(path, 1, 1, f"tool '{tool.name}' is already defined by {first}; this one is ignored"))
+            continue
+        tools[tool.name] = tool
+        owner[tool.name] = path
+    errors.sort(key=lambda e: rank(e.path))   # stable: one file's errors keep their order
+    if verdicts is not None and len(verdicts) > 2 * len(files) + 64:   # forget the tools no file holds any more
+        held = {id(s.tool) for s in files.values() if s.tool is not None}
+        for key in [k for k in verdicts if k not in held]:
+            del verdicts[key]
+    return tools, errors
+
+
+class Registry:
+    """Owns the current snapshot and knows how to make the next one.
+
+    ``rescan()`` is safe to call from any thread; scans are serialized, and
+    readers never lock: they read ``registry.snapshot`` once per request.
+    """
+
+    def __init__(self, roots: Sequence[str], *, vocabulary: Vocabulary | None = None,
+                 embedder: Embedder | None = None, max_file_bytes: int = MAX_FILE_BYTES,
+                 approval: ApprovalPolicy | None = None,
+                 embedder_loader: Callable[[], Embedder | None] | None = None,
+                 cooldown: Cooldown | None = None) -> None:
+        """``embedder_loader`` (instead of ``embedder``): the model is loaded by the first
+        :meth:`refresh_semantics`, off the start-up path; until then the index is lexical.
+        ``cooldown``: at most so many reloads of one tool a window (default: none, every change applies)."""
+        if not roots:
+            raise ValueError("at least one tools root is needed")
+        if max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be at least 1, got {max_file_bytes}")
+        self.roots = tuple(os.path.abspath(r) for r in roots)
+        self.max_file_bytes = max_file_bytes
+        self.approval = approval   # None: no approval check (a library user's choice; the server always sets one)
+        self._vocabulary = vocabulary
+        self._embedder = embedder
+        self._embedder_loader = embedder_loader if embedder is None else None
+        self._lock = threading.Lock()
+        # What the state file holds changes with the files and the analyses (vectors
+        # included), not with the calibration: a version of that, and the one saved.
+        self._state_version = 0
+        self._saved_version = -1
+        self._semantic_lock = threading.Lock()
+        self._calibrated: tuple[frozenset[str], bool] | None = None
+        self._calibrated_model = ""
+        self._verdicts: dict[int, tuple[ToolDef, tuple[str, ...]]] = {}
+        self._verdicts_policy: ApprovalPolicy | None = None
+        self.versions = VersionBook()   # the last definitions served per tool, and rollbacks (under _lock)
+        self.cooldown = cooldown or Cooldown(0)
+        # changes the cooldown holds back, by path: (the definition serving, it marked pending_change)
+        self._held: dict[str, tuple[ToolDef, ToolDef]] = {}
+        self._whole = False
+        # where a file came from beyond its path: the tools repository's commit (ToolDef.commit)
+        self.origin: Callable[[str], str] | None = None
+        self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
+                                 self.roots)
+
+    def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False) -> Snapshot:
+        """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
+
+        With ``folders`` (tool folders an inotify event named), only their
+        TOOL.hdlp files are looked at: the cost is theirs, not the registry's.
+        A folder outside the roots is ignored; the roots themselves are not
+        listed again (a root that goes or comes back needs a full rescan).
+        ``whole``: every change applies, the reload cooldown holds none back
+        (a repository commit is swapped in as one, never in parts).
+        """
+        with self._lock:
+            self._whole = whole
+            try:
+                return self._rescan(folders)
+            finally:
+                self._whole = False
+
+    def _rescan(self, folders: Iterable[str] | None) -> Snapshot:
+        old = self.snapshot
+        if folders is not None:
+            return self._rescan_folders(old, folders)
+        files: dict[str, _FileState] = {}
+        now_ns = time.time_ns()
+        candidates, lost = _candidates(self.roots)
+        lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
+        for path in candidates:
+            state = self._look(old, path, now_ns)
+            if state is not None:
+                files[path] = state
+        for path, state in old._files.items():
+            if _root_of(path) in lost:  # keep serving what the lost root last held
+                files[path] = state
+        unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
+            files[p] is old._files[p] or files[p] == old._files[p] for p in files)
+        if not unchanged:
+            self.snapshot = self._assemble(old, files, lost_roots)
+        return self.snapshot
+
+    def _rescan_folders(self, old: Snapshot, folders: Iterable[str]) -> Snapshot:
+        now_ns = time.time_ns()
+        changed: dict[str, _FileState | None] = {}
+        for folder in folders:
+            folder = os.path.abspath(folder)
+            root, name = os.path.split(folder)
+            if root not in self.roots or name.startswith(".") or root in old.lost_roots:
+                continue
+            path = os.path.join(folder, TOOL_FILE)
+            state = self._look(old, path, now_ns)
+            prev = old._files.get(path)
+            if state is not prev and (state is None or prev is None or state != prev):
+                changed[path] = state
+        if not changed:
+            return old
+        files = dict(old._files)
+        for path, state in changed.items():
+            if state is None:
+                files.pop(path, None)
+            else:
+                files[path] = state
+        fast = self._patched(old, changed)
+        if fast is not None:
+            tools, upsert, remove = fast
+            self.snapshot = self._assemble(old, files, old.lost_roots, (tools, list(old.errors[len(old.lost_roots):]),
+                                                                        upsert, remove))
+        else:
+            self.snapshot = self._assemble(old, files, old.lost_roots)
+        return self.snapshot
+
+    def _patched(self, old: Snapshot, changed: Mapping[str, _FileState | None]
+                 ) -> tuple[dict[str, ToolDef], list[ToolDef], list[str]] | None:
+        """The old tools with these files' changes applied, when nothing else can be affected: no
+        error before or after, no name another file holds, nothing the approvals refuse. Otherwise None
+        (then everything is resolved again, which costs a pass over every file)."""
+        in_error = {e.path for e in old.errors}
+        tools = dict(old.tools)
+        upsert: list[ToolDef] = []
+        remove: list[str] = []
+        for path, state in changed.items():
+            prev = old._files.get(path)
+            if path in in_error or (prev is not None and prev.error is not None):
+                return None
+            if prev is not None and prev.tool is not None:
+                if old.tools.get(prev.tool.name) is not prev.tool:   # a duplicate, or an approved version kept
+                    return None
+                del tools[prev.tool.name]
+                remove.append(prev.tool.name)
+            if state is None:
+                continue
+            tool = state.tool
+            if state.error is not None or tool is None:
+                return None
+            if tool.name in tools or (self.approval is not None and self.approval.unapproved(tool)):
+                return None
+            tools[tool.name] = tool
+            upsert.append(tool)
+        remove = [name for name in remove if name not in tools]
+        return tools, upsert, remove
+
+    def _look(self, old: Snapshot, path: str, now_ns: int) -> _FileState | None:
+        """What is at ``path`` now: its last state if its stat key vouches for it, else read again; None: no file."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._held.pop(path, None)
+            return None  # a plain file, or a folder without TOOL.hdlp: not a tool
+        except OSError as exc:
+            prev = old._files.get(path)
+            return _FileState((0, 0, 0), "", prev.tool if prev else None,
+                              LoadError(path, 1, 1, f"cannot stat: {exc.strerror}",
+                                        prev.tool.name if prev and prev.tool else ""))
+        key = _stat_key(st)
+        prev = old._files.get(path)
+        # A file written twice within one mtime tick keeps its stat key, so a
+        # recent mtime is not trusted: such files are re-hashed (as git does).
+        # Nor is a file in error: what failed (a permission, a size) may have
+        # been fixed without touching its mtime.
+        trusted = (prev is not None and prev.stat_key == key and prev.error is None
+                   and now_ns - key[0] > _RACY_NS)
+        if trusted and prev is not None:
+            return prev
+        return self._cool(path, prev, self._load(path, key, prev))
+
+    def _cool(self, path: str, prev: _FileState | None, state: _FileState) -> _FileState:
+        """``state``, or ``prev`` still serving (marked pending_change) while the cooldown holds the change back.
+
+        Only a new definition replacing a serving one counts as a reload: a new
+        tool, a deletion or a file that stops parsing (whose last good version
+        keeps serving anyway) apply at once.
+        """
+        held = self._held.get(path)
+        if self._whole or (self.origin is not None and self.origin(path)):
+            # a repository's files change by commit, each applied whole: never held back in parts
+            self._held.pop(path, None)
+            return state
+        if prev is None or prev.tool is None or state.error is not None or state.tool is None:
+            return state
+        serving = held[0] if held is not None and held[1] is prev.tool else prev.tool
+        if state.sha256 == serving.content_sha256 or state.tool is serving:
+            # back to what serves (or unchanged): nothing pending any more
+            self._held.pop(path, None)
+            return state if state.tool is serving else _FileState(state.stat_key, state.sha256, serving, None)
+        if self.cooldown.allow(path):
+            self._held.pop(path, None)
+            return state
+        if held is None or held[1] is not prev.tool:
+            due = time.time() + max(0.0, self.cooldown.due(path) - time.monotonic())
+            shown = ToolDef()
+            shown.CopyFrom(serving)
+            shown.pending_change = (
+                f"the file changed again within its reload cooldown ({self.cooldown.reloads} reloads in "
+                f"{self.cooldown.window_s:g}s); its latest content applies at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(due + 0.999))}")
+            log.info("%s: %s", path, shown.pending_change)
+            held = (serving, shown)
+            self._held[path] = held
+        # the stat key of what serves: the file is read again at the next look, and applied once it may
+        return _FileState(prev.stat_key, prev.sha256, held[1], None)
+
+    def held_due(self) -> tuple[float, list[str]] | None:
+        """When (time.monotonic) the first held change may apply, and the tool folders holding one; None: none."""
+        with self._lock:
+            if not self._held:
+                return None
+            return (min(self.cooldown.due(p) for p in self._held),
+                    [os.path.dirname(p) for p in self._held])
+
+    def _verdicts_for(self, policy: ApprovalPolicy | None) -> dict[int, tuple[ToolDef, tuple[str, ...]]]:
+        """The policy's answers kept from the last resolve; forgotten when the policy is another one."""
+        if policy is not self._verdicts_policy:
+            self._verdicts_policy = policy
+            self._verdicts = {}
+        return self._verdicts
+
+    def _lost_root(self, old: Snapshot, root: str, why: str) -> LoadError:
+        kept = sorted(s.tool.name for p, s in old._files.items() if _root_of(p) == root and s.tool is not None)
+        if root not in old.lost_roots:
+            log.error("tools root %s cannot be listed: %s; serving its last %d tools", root, why, len(kept))
+        return LoadError(root, 0, 0, f"tools root cannot be listed: {why}; serving the {len(kept)} tools last seen "
+                                     f"in it until it is back or removed from the roots"
+                                     + (f" ({', '.join(kept)})" if kept else ""))
+
+    def _load(self, path: str, key: tuple[int, int, int], prev: _FileState | None) -> _FileState:
+        """Read and parse one file; whatever goes wrong is this file's LoadError (and
+        the last good version of it, if any, keeps serving)."""
+        last_good = prev.tool if prev else None
+        sha = ""
+        try:
+            data, _ = read_tool_file(path, self.max_file_bytes)
+            sha = hashlib.sha256(data).hexdigest()
+            if prev is not None and prev.sha256 == sha:
+                return _FileState(key, sha, prev.tool, prev.error)
+            tool = parse_bytes(data, path)
+            if self.origin is not None:
+                tool.commit = self.origin(path)
+        except ParseError as exc:
+            err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
+        except Exception as exc:  # one file must never stop the scan of the others
+            err = LoadError(path, 1, 1, f"cannot load ({type(exc).__name__}: {exc})", last_good.name if last_good else "")
+        else:
+            return _FileState(key, sha, tool, None)
+        if prev is None or prev.error != err:
+            log.error("%s", err)
+        return _FileState(key, sha, last_good, err)
+
+    def _assemble(self, old: Snapshot, files: dict[str, _FileState],
+                  lost_roots: Mapping[str, LoadError] | None = None,
+                  patched: tuple[dict[str, ToolDef], list[LoadError], list[ToolDef], list[str]] | None = None,
+                  ) -> Snapshot:
+        if patched is not None:
+            tools, errors, upsert, remove = patched
+            tools = self.versions.serve(tools)   # only unpinned tools take this path: nothing is replaced
+            upsert = [tools[t.name] for t in upsert]
+        else:
+            tools, errors = _resolve(files, self.approval, old.tools, self.roots, self._verdicts_for(self.approval))
+            tools = self.versions.serve(tools)
+            upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
+            remove = [name for name in old.tools if name not in tools]
+        index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
+        snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
+                        self.versions.canaries)
+        self._state_version += 1
+        if upsert or remove:
+            log.info("registry generation %d: %d tools (%d changed, %d removed), %d load errors",
+                     snap.generation, len(tools), len(upsert), len(remove), len(errors))
+        return snap
+
+    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes]) -> Snapshot:
+        """A snapshot from stored files, its index restored from stored analyses where still fresh
+        (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
+        tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
+                                 self._verdicts_for(self.approval))
+        tools = self.versions.serve(tools)
+        stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
+        index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
+        self._state_version += 1
+        return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots,
+                        canaries=self.versions.canaries)
+
+    # ------------------------------------------------------------ vectors and calibration
+
+    def refresh_semantics(self, batch: int = 32) -> bool:
+        """Compute the tool vectors the index lacks and recalibrate; swap each step in as it is done.
+
+        Runs off the request path (the cache agent's background thread):
+        meanwhile the index serves lexically. Vectors are keyed by content
+        hash, so a tool that changed in between is simply left for the next
+        round. Returns True if the snapshot changed.
+        """
+        with self._semantic_lock:
+            changed = self._attach_embedder()
+            emb = self._embedder
+            if emb is not None:
+                pending = self.snapshot.index.pending_vectors()
+                for i in range(0, len(pending), batch):
+                    part = pending[i:i + batch]
+                    texts = [t for a in part for t in a.vector_texts()]
+                    vecs = emb.passages(texts)
+                    computed = {}
+                    at = 0
+                    for a in part:
+                        k = 1 + len(a.non_goals)
+                        computed[a.name] = (a.sha256, vecs[at:at + k])
+                        at += k
+                    with self._lock:
+                        self._swap_index(self.snapshot.index.with_vectors(computed))
+                        self._state_version += 1
+                    changed = True
+            snap = self.snapshot
+            key = (frozenset(snap.tools), snap.index.semantic_ready)
+            if self._calibrated is None or self._needs_calibration(key):
+                fitted = calibrate(snap.index, snap.tools)
+                with self._lock:
+                    self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
+                                                                          fitted.lexical_calibration))
+                self._calibrated = key
+                self._calibrated_model = emb.model_id if key[1] and emb is not None else ""
+                self._state_version += 1   # the state keeps the calibration: a restart need not fit it again
+                changed = True
+            return changed
+
+    def _attach_embedder(self) -> bool:
+        """Load the model the loader gives (once) and index the tools with it; True if it loaded.
+
+        Stored analyses keep their vectors while the index has no model, so a
+        restart's vectors serve as soon as the model is in."""
+        loader, self._embedder_loader = self._embedder_loader, None
+        if loader is None:
+            return False
+        emb = loader()
+        if emb is None:
+            log.info("the multilingual model cannot load here: matching stays lexical")
+            return False
+        if self._calibrated_model and self._calibrated_model != emb.model_id:
+            self._calibrated = None   # fitted with another model's vectors
+        with self._lock:
+            index = self.snapshot.index
+            rebuilt = matcher.Index.build(list(index.analyses()), vocabulary=self._vocabulary, embedder=emb)
+            self._embedder = emb
+            self._swap_index(rebuilt.with_calibration(index.calibration, index.lexical_calibration))
+        log.info("multilingual model ready: %d of %d tools have their vectors", len(index) -
+                 len(rebuilt.pending_vectors()), len(index))
+        return True
+
+    def _needs_calibration(self, key: tuple[frozenset[str], bool]) -> bool:
+        assert self._calibrated is not None
+        names, ready = self._calibrated
+        if key[1] != ready:
+            return True
+        moved = len(names.symmetric_difference(key[0]))
+        return moved > max(2, len(names) // 10)
+
+    def _swap_index(self, index: matcher.Index) -> None:
+        old = self.snapshot
+        self.snapshot = Snapshot(old.tools, old.errors[len(old.lost_roots):], index, old.generation + 1,
+                                 old._files, self.roots, old.lost_roots, old.canaries)
+
+    # ------------------------------------------------------------ rollback
+
+    def rollback(self, name: str, version: str = "") -> Snapshot:
+        """Serve an earlier definition of ``name`` (``version``, else the one before); raises RollbackError."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.rollback(name, old.tools.get(name), version)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def promote(self, name: str) -> Snapshot:
+        """End ``name``'s canary: its new version serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.promote(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def abort(self, name: str) -> Snapshot:
+        """End ``name``'s canary: the version before it serves every caller (RollbackError: no canary)."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.abort(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def unpin(self, name: str) -> Snapshot:
+        """End a rollback: the file's definition serves again; raises RollbackError if none is in force."""
+        with self._lock:
+            old = self.snapshot
+            self.versions.unpin(name)
+            self.snapshot = self._assemble(old, dict(old._files), old.lost_roots)
+            return self.snapshot
+
+    def paths(self) -> Iterable[str]:
+        return self.snapshot._files.keys()
+
+    # ------------------------------------------------------------ persisted state
+
+    @property
+    def state_dirty(self) -> bool:
+        """True when the files or the analyses changed since the state was last saved or loaded."""
+        return self._state_version != self._saved_version
+
+    def save_state(self, path: str) -> None:
+        """Write what we know of every file, atomically (a crash never leaves half a state).
+
+        Written one file's entry at a time (the wire format of a repeated field
+        is its entries one after the other), so saving 10,000 tools never holds
+        a second copy of the registry in memory.
+        """
+        with self._lock:
+            snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
+                self._calibrated_model
+            history = self.versions.to_state(snap.tools)
+        head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
+                                       analysis_fingerprint=snap.index.fingerprint, history=history)
+        if calibrated is not None:
+            head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
+                                                  snap.index.lexical_calibration)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(head.SerializeToString())
+                for entry in self._stored(snap):
+                    fh.write(_FILES_TAG + _varint(len(entry)) + entry)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._saved_version = version
+
+    @staticmethod
+    def _stored(snap: Snapshot) -> Iterator[bytes]:
+        """Each file's StoredFile, serialized."""
+        for fpath, fs in snap._files.items():
+            entry = state_pb2.StoredFile(path=fpath, mtime_ns=fs.stat_key[0], size=fs.stat_key[1],
+                                         inode=fs.stat_key[2], sha256=fs.sha256)
+            if fs.tool is not None:
+                entry.tool.CopyFrom(fs.tool)
+                if snap.tools.get(fs.tool.name) is fs.tool:  # the copy the index holds, not a duplicate
+                    analysis = snap.index.analysis(fs.tool.name)
+                    if analysis is not None:
+                        entry.analysis = analysis.to_bytes()
+            if fs.error is not None:
+                e = fs.error
+                entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
+                                                  serving_previous=e.serving_previous))
+            yield entry.SerializeToString()
+
+    def load_state(self, path: str) -> bool:
+        """Start from a saved state, validated against the files: a file whose stat
+        key changed is read again (and parsed if its bytes changed), a new one is
+        parsed, a deleted one dropped; the rest is served as saved.
+
+        Returns False (and changes nothing) when there is no usable state: missing,
+        unreadable, written by another parser, or for other roots. When the
+        files and analyses are as saved, :attr:`state_dirty` is False after it.
+        """
+        try:
+            with open(path, "rb") as fh:
+                state = state_pb2.RegistryState.FromString(fh.read())  # the bytes go as soon as they are decoded
+        except (OSError, DecodeError) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("ignoring registry state %s: %s", path, exc)
+            return False
+        if tuple(state.roots) == self.roots:   # versions outlive a parser upgrade: they are definitions, not parses
+            with self._lock:
+                self.versions.restore(state.history)
+        if state.parser_fingerprint != parser_fingerprint() or tuple(state.roots) != self.roots:
+            log.info("ignoring registry state %s: written for another parser or other roots", path)
+            return False
+        # ~10 objects a tool and none of them cyclic: a collection halfway would
+        # only walk them all for nothing (it costs a restart tens of ms)
+        was_on = gc.isenabled()
+        gc.disable()
+        try:
+            stored_fingerprint = state.analysis_fingerprint
+            fitted = _calibration_from(state.calibration)
+            self._seed(state)
+            seeded = self.snapshot
+            del state   # what the tools do not hold of it goes now, before the files are checked
+            self.rescan()
+            fresh = stored_fingerprint == seeded.index.fingerprint
+            if self.snapshot is seeded and fresh:
+                self._saved_version = self._state_version   # the file holds exactly this: no need to write it
+            if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)
+                names, ready, model, calibration, lexical = fitted
+                with self._lock:
+                    self._swap_index(self.snapshot.index.with_calibration(calibration, lexical))
+                    self._calibrated, self._calibrated_model = (names, ready), model
+            return True
+        finally:
+            if was_on:
+                gc.enable()
+
+    def _seed(self, state: state_pb2.RegistryState) -> None:
+        files: dict[str, _FileState] = {}
+        where: dict[str, int] = {}
+        for i, entry in enumerate(state.files):
+            error = None
+            if entry.HasField("error"):
+                e = entry.error
+                error = LoadError(e.path, e.line, e.column, e.message, e.serving_previous)
+            tool = entry.tool if entry.HasField("tool") else None
+            if tool is not None:
+                where[tool.source_path] = i
+            files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256, tool, error)
+
+        def analysis(source: str) -> bytes:
+            i = where.get(source)
+            return state.files[i].analysis if i is not None else b""
+
+        with self._lock:
+            self.snapshot = self._first_snapshot(files, analysis)
