@@ -1,0 +1,9 @@
+"""Placeholder handler for the clinic blind registry.
+
+The tool "prescription-query" is never executed from here; this file only exists because
+executor: python expects a handler.py in the tool folder.
+"""
+
+
+def run(**params):
+    raise NotImplementedError("blind registry placeholder: prescription-query is not executable here")
