@@ -1,0 +1,9 @@
+"""Placeholder handler for the saas dev registry.
+
+This registry exists to evaluate intent matching; the tool "nps-results" is never
+executed from here. Calling it fails loudly instead of pretending to work.
+"""
+
+
+def run(**params):
+    raise NotImplementedError("dev registry placeholder: nps-results is not executable here")
