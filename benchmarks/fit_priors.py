@@ -2,19 +2,19 @@
 
     python benchmarks/fit_priors.py [--eval ../shared/eval] [--candidates 8]
 
-On the DEVELOPMENT registries only — the shared dev set and
-benchmarks/devsets/{office,plugins}; never the blind sets, which stay the
+On the DEVELOPMENT registries only — the shared dev set and every
+benchmarks/devsets/*; never the blind sets, which stay the
 test of what this script produces. Each registry is built as it serves
 (lexical index, vectors, its own calibration; vocabulary on); every labelled
 request's candidates (``index.evidence``) give one row of evidence each,
 labelled 1 when the candidate is among the request's expected tools (a NONE
 request gives no ranking rows: it has no right candidate). The rows of all
-three sets are fitted by bitong.agent.matching.calibrate.fit (class-balanced logistic
+sets are fitted by bitong.agent.matching.calibrate.fit (class-balanced logistic
 regression, an L2 pull of strength 1 towards the weights shipped now).
 
 Printed: the fitted weights with the model (sem=True) and without
-(sem=False); a leave-one-set-out cross-validation (fit on two sets, score the
-third at the default threshold 0.5) of the shipped weights and of the fitted
+(sem=False); a leave-one-set-out cross-validation (fit on the others, score the
+one left out at the default threshold 0.5) of the shipped weights and of the fitted
 ones, each used as they are and as the prior the held-out registry's own
 calibration starts from (what serving does); and the dict literals to paste.
 """
@@ -37,7 +37,15 @@ from bitong.agent.matching import calibrate as calibrate_mod   # noqa: E402
 from bitong.agent.matching import Calibration, Index, MatchResult   # noqa: E402
 from bitong.agent.matching.calibrate import LEXICAL_FEATURES, SEMANTIC_FEATURES, _row, calibrate, fit   # noqa: E402
 from bitong.agent.matching.evaluate import Query, Report, read_queries, score   # noqa: E402
-from bitong.agent.matching.index import DECISION_FEATURES, DEFAULT_THRESHOLD, LEXICAL_WEIGHTS, SEMANTIC_WEIGHTS   # noqa: E402
+from bitong.agent.matching.index import (  # noqa: E402
+    DECISION_FEATURES,
+    DECISION_SHARE,
+    DEFAULT_THRESHOLD,
+    LEXICAL_WEIGHTS,
+    SEMANTIC_WEIGHTS,
+    _logit,
+    _sigmoid,
+)
 from bitong.agent.matching.semantic import default_embedder   # noqa: E402
 from bitong.agent.matching.vocabulary import load_vocabulary   # noqa: E402
 from bench_match import DEFAULT_EVAL, read_tools  # noqa: E402
@@ -45,11 +53,11 @@ from bench_match import DEFAULT_EVAL, read_tools  # noqa: E402
 
 def dev_sets(eval_dir: str) -> dict[str, tuple[str, str]]:
     """The development registries: name -> (registry folder, query file). No blind set, ever."""
-    return {"dev": (os.path.join(eval_dir, "registry"), os.path.join(eval_dir, "dev_queries.tsv")),
-            "office": (os.path.join(HERE, "devsets", "office", "registry"),
-                       os.path.join(HERE, "devsets", "office", "queries.tsv")),
-            "plugins": (os.path.join(HERE, "devsets", "plugins", "registry"),
-                        os.path.join(HERE, "devsets", "plugins", "queries.tsv"))}
+    sets = {"dev": (os.path.join(eval_dir, "registry"), os.path.join(eval_dir, "dev_queries.tsv"))}
+    for name in sorted(os.listdir(os.path.join(HERE, "devsets"))):
+        folder = os.path.join(HERE, "devsets", name)
+        sets[name] = (os.path.join(folder, "registry"), os.path.join(folder, "queries.tsv"))
+    return sets
 
 
 def serving(tools: list[ToolDef], vocabulary: object, emb: object) -> Index:
@@ -118,6 +126,91 @@ def literal(name: str, w: Mapping[str, float], feats: Sequence[str]) -> str:
 
 def fmt(rep: Report) -> str:
     return f"{rep.hit1:.3f}/{rep.hit3:.3f}/{rep.none_acc:.3f}"
+
+
+
+Served = tuple[frozenset[str], list[str], dict[str, float]]   # expected tools, the best three, the best's evidence
+
+
+def decision_evidence(data: Mapping[str, tuple[list[ToolDef], list[Query], Index, Index]],
+                      ) -> tuple[dict[str, list[Served]], dict[tuple[str, str], list[dict[str, float]]]]:
+    """Each set's requests as served, and (registry, other set) -> the best candidate's evidence when the
+    other set's tool requests are asked of that registry (off-topic: each is a NONE there)."""
+    served: dict[str, list[Served]] = {}
+    off: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for name, (_, queries, _, index) in data.items():
+        served[name] = []
+        for q in queries:
+            hits, _ = index.evidence(q.text)
+            best = dict(hits[0].evidence, score=hits[0].score) if hits else {}   # the score as served
+            served[name].append((frozenset(q.expected), [h.name for h in hits[:3]], best))
+        for other, (_, others, _, _) in data.items():
+            if other != name:
+                # about as many as the registries' own NONE requests
+                asked = [index.evidence(q.text)[0] for q in others[::7] if q.expected]
+                off[(name, other)] = [dict(hits[0].evidence) for hits in asked if hits]
+    return served, off
+
+
+def decision_model(served: Mapping[str, list[Served]], off: Mapping[tuple[str, str], list[dict[str, float]]],
+                   names: Sequence[str], strength: float) -> dict[str, float]:
+    """The decision model: the best candidate of each labelled request as served, 1 when it is a right
+    tool, 0 for a NONE request (a wrong best tool gives no row); plus off-topic requests. Without those
+    the model learns that a candidate far ahead of the others is right, even when every candidate is far
+    from the request."""
+    rows: list[list[float]] = []
+    labels: list[int] = []
+    for name in names:
+        for expected, best, evidence in served[name]:
+            if best and (not expected or best[0] in expected):
+                rows.append(_row(evidence, DECISION_FEATURES))
+                labels.append(1 if expected else 0)
+        for other in names:
+            for evidence in off.get((name, other), []):
+                rows.append(_row(evidence, DECISION_FEATURES))
+                labels.append(0)
+    return fit(rows, labels, {"bias": 0.0}, DECISION_FEATURES, strength=strength)
+
+
+def decided(served: list[Served], weights: Mapping[str, float] | None) -> tuple[float, float, float]:
+    """hit@1 / hit@3 / none_acc at the default threshold, with the shipped decision blend and ``weights``."""
+    h1 = h3 = n_in = n_none = right_none = 0
+    for expected, best, evidence in served:
+        if not best:
+            score = 0.0   # no candidate at all
+        elif weights is None:
+            score = evidence["score"]
+        else:
+            score = DECISION_SHARE * _sigmoid(_logit(weights, evidence)) + (1.0 - DECISION_SHARE) * evidence["calibrated"]
+        found = score >= DEFAULT_THRESHOLD
+        if not expected:
+            n_none += 1
+            right_none += not found
+        else:
+            n_in += 1
+            h1 += found and best[0] in expected
+            h3 += found and any(b in expected for b in best)
+    return h1 / max(n_in, 1), h3 / max(n_in, 1), right_none / max(n_none, 1)
+
+
+def fit_decision(data: Mapping[str, tuple[list[ToolDef], list[Query], Index, Index]],
+                 strength: float) -> dict[str, float]:
+    """The decision model on every set, after a leave-one-set-out check against the shipped one."""
+    served, off = decision_evidence(data)
+    names = list(data)
+    print(f"\ndecision model, leave-one-set-out at threshold {DEFAULT_THRESHOLD} (hit@1/hit@3/none_acc)")
+    print(f"    {'held out':9s} {'shipped':>18s} {'fitted on the others':>22s}")
+    sums = {"shipped": [0.0, 0.0, 0.0], "fitted": [0.0, 0.0, 0.0]}
+    for held in names:
+        w = decision_model(served, off, [n for n in names if n != held], strength)
+        shipped, fitted_ = decided(served[held], None), decided(served[held], w)
+        for k, r in (("shipped", shipped), ("fitted", fitted_)):
+            sums[k] = [a + b / len(names) for a, b in zip(sums[k], r)]
+        print(f"    {held:9s} {'{:.3f}/{:.3f}/{:.3f}'.format(*shipped):>18s} "
+              f"{'{:.3f}/{:.3f}/{:.3f}'.format(*fitted_):>22s}")
+    print(f"    {'mean':9s} {'{:.3f}/{:.3f}/{:.3f}'.format(*sums['shipped']):>18s} "
+          f"{'{:.3f}/{:.3f}/{:.3f}'.format(*sums['fitted']):>22s}")
+    return decision_model(served, off, names, strength)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,33 +293,9 @@ def main(argv: list[str] | None = None) -> int:
 
     decision: dict[str, float] = {}
     if emb is not None:
-        # The decision model: the best candidate of each labelled request as served,
-        # 1 when it is a right tool, 0 for a NONE request (a wrong best tool gives no row).
-        rows: list[list[float]] = []
-        labels: list[int] = []
-        for _, queries, _, index in data.values():
-            for q in queries:
-                hits, _ = index.evidence(q.text)
-                if hits and (not q.expected or hits[0].name in q.expected):
-                    rows.append(_row(hits[0].evidence, DECISION_FEATURES))
-                    labels.append(1 if q.expected else 0)
-        # Off-topic requests: each registry's tool requests asked of the other
-        # registries (other domains), whose best candidate is then a NONE. Without
-        # them the model learns that a candidate far ahead of the others is right,
-        # even when every candidate is far from the request.
-        for name, (_, _, _, index) in data.items():
-            for other, (_, queries, _, _) in data.items():
-                if other == name:
-                    continue
-                for q in queries[::7]:  # about as many as the registries' own NONE requests
-                    hits, _ = index.evidence(q.text) if q.expected else ([], [])
-                    if hits:
-                        rows.append(_row(hits[0].evidence, DECISION_FEATURES))
-                        labels.append(0)
-        decision = fit(rows, labels, {"bias": 0.0}, DECISION_FEATURES, strength=args.decision_strength)
-        print(f"\ndecision model: {len(rows)} rows ({sum(labels)} right tools, {len(labels) - sum(labels)} NONE)")
+        decision = fit_decision(data, args.decision_strength)
 
-    print("\nto paste into agent/match/index.py (fitted on all three development sets):")
+    print("\nto paste into bitong/agent/matching/index.py (fitted on every development set):")
     for sem, feats, _, label in modes:
         print(literal(label, final[sem], feats))
     if decision:
