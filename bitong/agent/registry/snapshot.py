@@ -126,11 +126,13 @@ def bundled_tools_root() -> str:
     """The tools shipped inside the package (``bitong serve`` without ``--tools``)."""
     import importlib.util
 
+    import bitong
+
     spec = importlib.util.find_spec("bitong.tools")
     if spec is not None and spec.submodule_search_locations:
         return list(spec.submodule_search_locations)[0]
-    # editable installs of a folder without __init__.py: fall back to the checkout
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+    # editable installs of a folder without __init__.py: fall back to the checkout's tools/, beside bitong/
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(bitong.__file__))), "tools")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,16 @@ def test_version_names_the_live_parser_backend() -> None:
     assert re.fullmatch(r"bitong \d+\.\d+\.\d+ matcher=(cython|pure) parser=(cython|pure)\n", out)
 
 
+def test_without_tools_the_bundled_tools_are_served_from_any_folder(tmp_path: Path) -> None:
+    """`bitong serve` / `bitong tools` with no --tools: the tools shipped with the package, wherever it is run."""
+    from tests.support import BUNDLED
+
+    done = subprocess.run([*BITONG, "tools", "--json"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = sorted(t["name"] for t in json.loads(done.stdout))
+    assert names == sorted(p.parent.name for p in Path(BUNDLED).glob("*/TOOL.hdlp")) and len(names) == 7
+
+
 def test_version_honours_bitong_pure() -> None:
     import os
 
