@@ -338,6 +338,10 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                          f" executor in process {e['cpu_ms_per_request']:.3f} ms"))
     rows.append(row("gRPC round trip alone (the floor's constant Match), p50", "ms", r["floor_match_p50_ms"], None,
                     "", "", None))
+    above = b["one"]["p50_ms"] - r["floor_match_p50_ms"]
+    rows.append(row("http Call above the gRPC floor (served p50 minus the floor's round trip), 1 in flight", "ms",
+                    above, p["one"]["p50_ms"], peer, "", None,
+                    note="what bitong adds to any Python gRPC server's round trip: executor, params, observe, log"))
     return rows
 
 
