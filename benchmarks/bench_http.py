@@ -273,12 +273,14 @@ def run(quick: bool = False) -> dict[str, Any]:
         inproc = executor_in_process(lt, target.url, root / "bench-http", keep_alive=True)
         inproc_off = executor_in_process(lt, target.url, root / "bench-http", keep_alive=False)
         floor_rtt = floor_round_trip(floor_srv.address, n // 2)
+        floor_cpu = floor_cpu_per_rpc(floor_srv.address, floor_srv.pid, seconds / rounds)
         progress(f"1 and {CONCURRENCY} in flight, {rounds} interleaved rounds")
         with Contention() as c:
             result["systems"] = interleave([served, peer, served_tcp, inproc, served_off, inproc_off], n, seconds,
                                            rounds)
         result["contention_pct"] = c.foreign_pct
         result["floor_match_p50_ms"] = floor_rtt
+        result["floor_cpu_ms_per_rpc"] = floor_cpu
     finally:
         shut_down(closers, lt, servers)
         if target is not None:
@@ -300,6 +302,24 @@ def floor_round_trip(address: str, n: int) -> float:
         stub = pb_grpc.ToolAgentStub(ch)
         req = pb.MatchRequest(intent="x")
         return ms(sync_latency(lambda i: stub.Match(req, timeout=10), n, warm=50))["p50_ms"]
+
+
+def floor_cpu_per_rpc(address: str, pid: int, seconds: float) -> float:
+    """ms of the floor server's CPU per constant Match at 16 in flight: what any Python gRPC server
+    spends on a unary RPC here, beside the sidecar's CPU per Call at the same load."""
+    import grpc
+
+    from bitong.v1 import agent_pb2 as pb
+    from bitong.v1 import agent_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(address) as ch:
+        stub = pb_grpc.ToolAgentStub(ch)
+        req = pb.MatchRequest(intent="x")
+        stub.Match(req, timeout=10)
+        cpu0, t0 = proc_cpu(pid)[0], time.perf_counter()
+        rate = sync_throughput(lambda: stub.Match.future(req, timeout=10), seconds, CONCURRENCY)
+        calls = rate * (time.perf_counter() - t0)
+        return (proc_cpu(pid)[0] - cpu0) * 1000 / max(1.0, calls)
 
 
 def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -338,6 +358,16 @@ def build_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                          f" executor in process {e['cpu_ms_per_request']:.3f} ms"))
     rows.append(row("gRPC round trip alone (the floor's constant Match), p50", "ms", r["floor_match_p50_ms"], None,
                     "", "", None))
+    above = b["one"]["p50_ms"] - r["floor_match_p50_ms"]
+    rows.append(row("http Call above the gRPC floor (served p50 minus the floor's round trip), 1 in flight", "ms",
+                    above, p["one"]["p50_ms"], peer, "", None,
+                    note="what bitong adds to any Python gRPC server's round trip: executor, params, observe, log"))
+    fc = r["floor_cpu_ms_per_rpc"]
+    rows.append(row(f"CPU per request at {CONCURRENCY} in flight: the sidecar (unix) / the gRPC floor's constant Match",
+                    "ms", b["cpu_ms_per_request"], fc, "grpc.aio floor server", "", None,
+                    note=f"above the floor {b['cpu_ms_per_request'] - fc:.3f} ms a Call (TCP sidecar "
+                         f"{t['cpu_ms_per_request'] - fc:.3f} ms), of which the executor in process "
+                         f"{e['cpu_ms_per_request']:.3f} ms; measured before the interleaved rounds"))
     return rows
 
 

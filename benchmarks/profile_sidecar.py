@@ -1,11 +1,17 @@
 """Where a sidecar call's time goes: one workload against a served bitong, profiled from outside.
 
-    python benchmarks/profile_sidecar.py call|call16|match|stream [--seconds S] [--pyspy [--native]] [--perf] [--repo DIR]
+    python benchmarks/profile_sidecar.py call|call16|http|http16|match|stream|floor|floor16 [--seconds S]
+        [--pyspy [--native]] [--perf] [--tcp] [--repo DIR]
 
 Starts ``python -m bitong serve`` exactly as bench_sidecar.py does, drives one
 workload with the sync client for a bounded time, and reports CPU per call
 split by process (server, its children, this client) from /proc/<pid>/stat,
 so a missed throughput target can be read as a CPU budget on this machine.
+``http``/``http16`` Call bench_http.py's tool (GET of peer_http_server.py, keep-alive): no child
+process, so the server's CPU per call is bitong's own (gRPC, params, executor, observe, log).
+``floor``/``floor16`` drive the bare grpc.aio server (peer_grpc_floor.py) with its constant Match
+instead: the CPU a unary RPC costs any Python gRPC server here, the part bitong cannot cut.
+``--tcp``: the sidecar (or the floor) on loopback TCP, without the unix socket's relay (peercred.py).
 With ``--pyspy`` it samples the server with py-spy (``pip install py-spy``;
 not a benchmark requirement) and prints the functions with the most time,
 inclusive and self, in microseconds per call; with ``--perf``, ``perf record
@@ -21,6 +27,7 @@ import collections
 import os
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,10 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_http as bh
 import bench_sidecar as bs
 
 
-def workload(kind: str, address: str, seconds: float) -> Callable[[], tuple[int, int]]:
+def workload(kind: str, address: str, seconds: float, url: str = "") -> Callable[[], tuple[int, int]]:
     """A bounded loop of one kind of call; returns how many calls (stream: messages) and bytes it got."""
     import grpc
 
@@ -47,18 +55,31 @@ def workload(kind: str, address: str, seconds: float) -> Callable[[], tuple[int,
             stub = pb_grpc.ToolAgentStub(ch)
             end = time.perf_counter() + seconds
             n = got = 0
-            if kind == "call":
-                req = pb.CallRequest(tool="bench-echo")
+            if kind in ("call", "http"):
+                req = pb.CallRequest(tool="bench-echo" if kind == "call" else "bench-http")
+                if kind == "http":
+                    req.params.update({"url": url})
                 while time.perf_counter() < end:
                     stub.Call(req, timeout=10)
                     n += 1
+            elif kind == "floor":
+                req_floor = pb.MatchRequest(intent="x")
+                while time.perf_counter() < end:
+                    stub.Match(req_floor, timeout=10)
+                    n += 1
+            elif kind == "floor16":
+                req_floor = pb.MatchRequest(intent="x")
+                qps = bs.sync_throughput(lambda: stub.Match.future(req_floor, timeout=30), seconds, bs.CONCURRENCY)
+                n = round(qps * seconds)
             elif kind == "match":
                 reqs = [pb.MatchRequest(intent=q) for q in queries]
                 while time.perf_counter() < end:
                     stub.Match(reqs[n % len(reqs)], timeout=10)
                     n += 1
-            elif kind == "call16":
-                req = pb.CallRequest(tool="bench-echo")
+            elif kind in ("call16", "http16"):
+                req = pb.CallRequest(tool="bench-echo" if kind == "call16" else "bench-http")
+                if kind == "http16":
+                    req.params.update({"url": url})
                 qps = bs.sync_throughput(lambda: stub.Call.future(req, timeout=30), seconds, bs.CONCURRENCY)
                 n = round(qps * seconds)
             elif kind == "stream":
@@ -75,6 +96,20 @@ def workload(kind: str, address: str, seconds: float) -> Callable[[], tuple[int,
             return n, got
 
     return go
+
+
+def floor_tcp(tmp: Path) -> bs.ServerProcess:
+    """The bare grpc.aio server (peer_grpc_floor.py) on 127.0.0.1 (a port free a moment ago)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = bs.ServerProcess([], tmp / "unused.sock", tmp / "floor.log", dict(os.environ), bs.REPO,
+                           argv=[sys.executable, str(bs.PEER_FLOOR), f"127.0.0.1:{port}"], listen=f"127.0.0.1:{port}")
+    if not srv.wait_ready():
+        tail = srv.log_tail()
+        srv.stop()
+        raise RuntimeError(f"the gRPC floor on 127.0.0.1:{port} did not start:\n{tail}")
+    return srv
 
 
 def pyspy_table(raw: Path, rate: int, calls: int, top: int = 25) -> str:
@@ -115,27 +150,38 @@ def perf_table(data: Path, calls: int, top: int = 30) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=("call", "call16", "match", "stream"))
+    ap.add_argument("kind", choices=("call", "call16", "http", "http16", "match", "stream", "floor", "floor16"))
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--pyspy", action="store_true", help="sample the server with py-spy")
     ap.add_argument("--native", action="store_true", help="py-spy --native (C frames too)")
     ap.add_argument("--perf", action="store_true",
                     help="perf record -e cpu-clock on the server: the split by shared object and symbol (C side)")
+    ap.add_argument("--tcp", action="store_true", help="serve on loopback TCP: no unix relay")
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--repo", type=Path, default=None, help="serve bitong from this checkout (see bench_sidecar.py)")
     args = ap.parse_args(argv)
     seconds = min(args.seconds, 60.0)
 
     tmp = Path(tempfile.mkdtemp(prefix="bitong-prof-"))
+    target = bh.HttpTarget() if args.kind.startswith("http") else None
+    url = target.url if target is not None else ""
     try:
         root = tmp / "tools"
-        for name, text in (("bench-echo", bs.ECHO_TOOL), ("bench-stream", bs.STREAM_TOOL)):
+        for name, text in (("bench-echo", bs.ECHO_TOOL), ("bench-stream", bs.STREAM_TOOL),
+                           ("bench-http", bh.HTTP_TOOL)):
             (root / name).mkdir(parents=True)
             (root / name / "TOOL.hdlp").write_text(text, encoding="utf-8")
         roots = [root] + ([bs.EVAL_REGISTRY] if bs.EVAL_REGISTRY.is_dir() else [])
-        srv, notes = bs.start_server(tmp, roots, bs.REPO if args.repo is None else args.repo.resolve())
+        repo = bs.REPO if args.repo is None else args.repo.resolve()
+        if args.kind.startswith("floor"):
+            srv = floor_tcp(tmp) if args.tcp else bs.start_floor(tmp, repo)
+            notes = {"parser_fallback": "n/a (the floor)"}
+        elif args.tcp:
+            srv, notes = bs.start_tcp(tmp, root), {"parser_fallback": "not checked (TCP)"}
+        else:
+            srv, notes = bs.start_server(tmp, roots, repo)
         try:
-            workload(args.kind, srv.address, min(1.0, seconds))()  # warm
+            workload(args.kind, srv.address, min(1.0, seconds), url)()  # warm
             spy = None
             raw = tmp / "pyspy.txt"
             if args.pyspy:
@@ -156,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             b0 = bs.system_busy()
             r0 = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
-            calls, got = workload(args.kind, srv.address, seconds)()
+            calls, got = workload(args.kind, srv.address, seconds, url)()
             wall = time.perf_counter() - t0
             r1 = resource.getrusage(resource.RUSAGE_SELF)
             s1, c1 = bs.proc_cpu(srv.pid)
@@ -185,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             srv.stop()
     finally:
+        if target is not None:
+            target.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -140,7 +140,8 @@ class Admission:
 
     async def enter(self, tool: str, deadline: float | None) -> bool:
         """Take a slot for ``tool``; False when ``deadline`` (monotonic) passed first; raises LimitExceeded."""
-        if self._room(tool) and not any(t == tool for t, _ in self._queue):   # no overtaking in one tool
+        queue = self._queue
+        if self._room(tool) and not (queue and any(t == tool for t, _ in queue)):   # no overtaking in one tool
             self._take(tool)
             return True
         if len(self._queue) >= self.limits.max_queued:
@@ -349,7 +350,7 @@ class ToolAgent:
             value, depth = stack.pop()
             if isinstance(value, str):
                 size += len(value) if value.isascii() else len(value.encode("utf-8", "replace"))
-            elif isinstance(value, Mapping):
+            elif type(value) is dict or isinstance(value, Mapping):   # (the ABC check alone costs a dict's walk)
                 if depth > lim.max_params_depth:
                     raise LimitExceeded(INVALID_ARGUMENT, f"parameters nest deeper than max_params_depth "
                                                           f"{lim.max_params_depth}")
@@ -527,22 +528,38 @@ def _folder(path: str) -> str:
 
 
 def _fill(result: pb.CallResult, outcome: Outcome) -> None:
+    """The outcome into a fresh result; a field at its default is left unset (the same message, fewer
+    protobuf writes on every Call)."""
     result.ok = outcome.ok
-    result.output = outcome.stdout
-    result.stderr = outcome.stderr
-    result.error = outcome.error
-    result.exit_code = outcome.exit_code
-    result.http_status = outcome.http_status
-    result.signal = outcome.signal
     result.duration_ms = outcome.duration_ms
-    result.timed_out = outcome.timed_out
-    result.truncated = outcome.truncated
-    result.cancelled = outcome.cancelled
     result.attempts = outcome.attempts
-    result.streamed_stdout_bytes = outcome.streamed_stdout_bytes
-    result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
-    result.sandboxed = outcome.sandboxed
-    result.argv.extend(outcome.argv)
-    result.http_request = outcome.http_request
+    if outcome.stdout:
+        result.output = outcome.stdout
+    if outcome.stderr:
+        result.stderr = outcome.stderr
+    if outcome.error:
+        result.error = outcome.error
+    if outcome.exit_code:
+        result.exit_code = outcome.exit_code
+    if outcome.http_status:
+        result.http_status = outcome.http_status
+    if outcome.signal:
+        result.signal = outcome.signal
+    if outcome.timed_out:
+        result.timed_out = True
+    if outcome.truncated:
+        result.truncated = True
+    if outcome.cancelled:
+        result.cancelled = True
+    if outcome.streamed_stdout_bytes:
+        result.streamed_stdout_bytes = outcome.streamed_stdout_bytes
+    if outcome.streamed_stderr_bytes:
+        result.streamed_stderr_bytes = outcome.streamed_stderr_bytes
+    if outcome.sandboxed:
+        result.sandboxed = True
+    if outcome.argv:
+        result.argv.extend(outcome.argv)
+    if outcome.http_request:
+        result.http_request = outcome.http_request
     for param, message in outcome.param_errors:
         result.param_errors.add(param=param, message=message)

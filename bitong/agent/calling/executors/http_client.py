@@ -128,7 +128,7 @@ class _Enough(Exception):
     """The body passed the cap: stop reading (Call)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Target:
     scheme: str
     host: str
@@ -165,7 +165,24 @@ _ONE_SHOT = Pool(max_connections=0, idle_s=0)
 """fetch() without a pool: a connection per request, closed after it."""
 
 
+_CACHED_URL = 2048   # longer URLs (a query built per call) are parsed each time, never kept
+
+
 def _target(url: str) -> _Target:
+    """Where ``url`` goes and the request target to send; raises _Refused saying why it cannot be sent.
+
+    A tool calls the same few URLs again and again: their parse (13 us, urllib's split and
+    quoting) is kept, as a frozen value, for the last 256.
+    """
+    return _parsed(url) if len(url) <= _CACHED_URL else _parse(url)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(url: str) -> _Target:
+    return _parse(url)   # (a _Refused is raised, not kept: a bad URL is parsed again each time)
+
+
+def _parse(url: str) -> _Target:
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
