@@ -520,9 +520,12 @@ class Index:
         """
         fp = analysis_fingerprint(vocabulary)
         pairs = list(stored)
-        if saved and embedder is None:   # with a model at hand every analysis is read anyway (its vectors)
+        if saved:
             index = cls._from_saved(pairs, vocabulary, fp, saved)
             if index is not None:
+                if embedder is not None:   # its stored vectors: every analysis is read for them
+                    index._embedder = embedder
+                    index._vectors = index._stored_vectors(index._entries.values())
                 return index
         items: list[ToolDef | ToolAnalysis] = []
         for tool, data in pairs:
@@ -686,6 +689,12 @@ class Index:
                      self.calibration, self.lexical_calibration)
 
     # ------------------------------------------------------------ reading
+
+    @property
+    def postings_restored(self) -> bool:
+        """True when the posting lists came from :meth:`saved_postings` (or this index was derived from
+        one that did): a restore that had to rebuild them says its state should be written again."""
+        return isinstance(self._entries, StoredAnalyses)
 
     @property
     def fingerprint(self) -> str:

@@ -837,7 +837,7 @@ class Registry:
             del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
             fresh = stored_fingerprint == seeded.index.fingerprint
-            if self.snapshot is seeded and fresh:
+            if self.snapshot is seeded and fresh and seeded.index.postings_restored:
                 self._saved_version = self._state_version   # the file holds exactly this: no need to write it
             if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)
                 names, ready, model, calibration, lexical = fitted
