@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
+from bitong.agent.matching.lazy_numpy import np
 
 from bitong.v1.agent_pb2 import ToolDef
 

@@ -45,7 +45,6 @@ from bitong.parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_fil
 
 from .approval import MIN_PIN, Policy as ApprovalPolicy
 from ..matching import index as matcher
-from ..matching.calibrate import calibrate
 from ..matching.index import Calibration
 from ..matching.semantic import Embedder
 from ..matching.vocabulary import Vocabulary
@@ -582,15 +581,24 @@ class Registry:
         return snap
 
     def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes],
-                        saved_index: bytes = b"") -> Snapshot:
+                        saved_index: bytes = b"", stale: bool = False) -> Snapshot:
         """A snapshot from stored files, its index restored from stored analyses where still fresh
-        (``analysis(path)``: that file's), and from the stored posting lists when they fit."""
+        (``analysis(path)``: that file's), and from the stored posting lists when they fit.
+
+        ``stale``: every stored analysis was made by other code or another vocabulary (an upgrade):
+        as many tools as a rough first scan takes are indexed roughly, and refined in the background."""
         tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
                                  self._verdicts_for(self.approval))
         tools = self.versions.serve(tools)
-        stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
-        index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder,
-                                      saved=saved_index)
+        if stale and len(tools) >= self.rough_from:
+            index = matcher.Index.rough(tools.values(), embedder=self._embedder)
+            self._rough = True
+            log.info("the stored analyses are another version's: %d tools indexed by their words first, "
+                     "their full analysis follows in the background", len(tools))
+        else:
+            stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
+            index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder,
+                                          saved=saved_index)
         self._state_version += 1
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots,
                         canaries=self.versions.canaries)
@@ -628,6 +636,8 @@ class Registry:
             snap = self.snapshot
             key = (frozenset(snap.tools), snap.index.semantic_ready)
             if self._calibrated is None or self._needs_calibration(key):
+                from ..matching.calibrate import calibrate   # here: it imports numpy, which serving needs not
+
                 fitted = calibrate(snap.index, snap.tools)
                 with self._lock:
                     self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
@@ -866,5 +876,6 @@ class Registry:
             i = where.get(source)
             return state.files[i].analysis if i is not None else b""
 
+        stale = state.analysis_fingerprint != matcher.analysis_fingerprint(self._vocabulary)
         with self._lock:
-            self.snapshot = self._first_snapshot(files, analysis, state.index)
+            self.snapshot = self._first_snapshot(files, analysis, state.index, stale)

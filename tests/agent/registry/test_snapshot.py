@@ -514,3 +514,40 @@ def test_a_small_first_scan_is_never_rough(tools_root: Path) -> None:
     registry = Registry([str(tools_root)])
     registry.rescan(rough=True)
     assert not registry.rough and not registry.refine()
+
+
+def test_a_state_of_another_analysis_version_restarts_rough_and_is_refined(tools_root: Path, tmp_path: Path) -> None:
+    from bitong.v1 import state_pb2
+
+    state = tmp_path / "state.pb"
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(str(state))
+    stored = state_pb2.RegistryState.FromString(state.read_bytes())
+    stored.analysis_fingerprint = "another-version.none"   # as an upgrade of bitong leaves it
+    state.write_bytes(stored.SerializeToString())
+    upgraded = Registry([str(tools_root)])
+    upgraded.rough_from = 1
+    assert upgraded.load_state(str(state))
+    assert _rough(upgraded) and upgraded.state_dirty
+    assert sorted(upgraded.snapshot.tools) == BUNDLED_NAMES
+    assert upgraded.refine() and not _rough(upgraded)
+    assert _answers(upgraded) == _answers(first)
+
+
+def test_a_restart_serves_before_numpy_is_imported(tools_root: Path, tmp_path: Path) -> None:
+    """numpy (0.1-0.3 s to import) is for the vectors and the calibration, which come after serving."""
+    state = tmp_path / "state.pb"
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(str(state))
+    code = ("import sys\n"
+            "import bitong.agent.serving.server\n"
+            "from bitong.agent.registry.snapshot import Registry\n"
+            f"r = Registry([{str(tools_root)!r}])\n"
+            f"assert r.load_state({str(state)!r}) and r.snapshot.index.postings_restored\n"
+            "assert r.snapshot.index.match('执行 shell 命令').hits[0].name == 'shell-exec'\n"
+            "print('numpy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
