@@ -173,14 +173,17 @@ class StoredAnalyses:
 
     __slots__ = ("_raw", "_done")
 
-    def __init__(self, raw: dict[str, tuple[str, bytes]], done: dict[str, ToolAnalysis] | None = None) -> None:
-        self._raw = raw   # name -> (its sha256, ToolAnalysis.to_bytes()), in the index's order
+    def __init__(self, raw: dict[str, tuple[str, Callable[[], bytes]]],
+                 done: dict[str, ToolAnalysis] | None = None) -> None:
+        # name -> (its sha256, what reads its ToolAnalysis.to_bytes()), in the index's order: the bytes stay
+        # where the registry's state holds them, not copied
+        self._raw = raw
         self._done = done if done is not None else {}   # the ones decoded (or replaced) so far
 
     def __getitem__(self, name: str) -> ToolAnalysis:
         a = self._done.get(name)
         if a is None:
-            a = self._done[name] = ToolAnalysis.from_bytes(self._raw[name][1])
+            a = self._done[name] = ToolAnalysis.from_bytes(self._raw[name][1]())
         return a
 
     def get(self, name: str, default: ToolAnalysis | None = None) -> ToolAnalysis | None:
@@ -228,7 +231,7 @@ class StoredAnalyses:
         if got is None:
             a = self._done[name]
             return a.sha256, a.to_bytes()
-        return got
+        return got[0], got[1]()
 
 
 _Entries = dict[str, ToolAnalysis] | StoredAnalyses
@@ -427,6 +430,10 @@ DECISION_WEIGHTS = {"bias": -2.38, "s1": 0.65, "d12": -0.36, "p1": 2.6, "z": -0.
 DECISION_SHARE = 0.7
 
 
+def _reader(data: bytes | Callable[[], bytes]) -> Callable[[], bytes]:
+    return data if callable(data) else (lambda: data)
+
+
 def _postings(entries: Mapping[str, ToolAnalysis]) -> dict[str, dict[str, float]]:
     """Term -> {tool: presence}, the tools in the order of ``entries``."""
     postings: dict[str, dict[str, float]] = {}
@@ -508,11 +515,14 @@ class Index:
         return cls(None, entries, _postings(entries), embedder, {}, be)
 
     @classmethod
-    def restore(cls, stored: Iterable[tuple[ToolDef, bytes]], *, vocabulary: Vocabulary | None = None,
+    def restore(cls, stored: Iterable[tuple[ToolDef, bytes | Callable[[], bytes]]], *,
+                vocabulary: Vocabulary | None = None,
                 embedder: Embedder | None = None, saved: bytes = b"") -> Index:
         """Index tools next to their stored analyses: a restart. Stale or broken ones are redone; never raises for them.
 
-        ``saved`` is :meth:`saved_postings` of the index that was stored: when
+        Each analysis is its bytes, or what reads them when needed (the registry's
+        state holds them: they are not copied). ``saved`` is :meth:`saved_postings`
+        of the index that was stored: when
         it holds exactly these tools at these contents, analysed by this code,
         its posting lists are taken as they are and each analysis is decoded
         only when a request reads it. Otherwise (or when it is broken) every
@@ -528,8 +538,9 @@ class Index:
                     index._vectors = index._stored_vectors(index._entries.values())
                 return index
         items: list[ToolDef | ToolAnalysis] = []
-        for tool, data in pairs:
+        for tool, stored_bytes in pairs:
             a = None
+            data = stored_bytes() if callable(stored_bytes) else stored_bytes
             if data:
                 try:
                     a = ToolAnalysis.from_bytes(data)
@@ -539,7 +550,8 @@ class Index:
         return cls.build(items, vocabulary=vocabulary, embedder=embedder)
 
     @classmethod
-    def _from_saved(cls, pairs: list[tuple[ToolDef, bytes]], vocabulary: Vocabulary | None, fp: str,
+    def _from_saved(cls, pairs: list[tuple[ToolDef, bytes | Callable[[], bytes]]], vocabulary: Vocabulary | None,
+                    fp: str,
                     saved: bytes) -> Index | None:
         """The stored index as it was, or None when ``saved`` does not describe these tools' analyses."""
         if len(saved) < 4 or zlib.crc32(saved[4:]) != int.from_bytes(saved[:4], "little"):
@@ -551,15 +563,18 @@ class Index:
         if tag != _INDEX_FORMAT or fingerprint != fp or type(order) is not tuple or type(postings) is not dict \
                 or len(order) != len(pairs):
             return None
-        by_name = {tool.name: (tool.content_sha256, data) for tool, data in pairs}
-        raw: dict[str, tuple[str, bytes]] = {}
+        by_name = {tool.name: (tool.content_sha256, _reader(data)) for tool, data in pairs}
+        raw: dict[str, tuple[str, Callable[[], bytes]]] = {}
         crc = 0
         for name, sha in order:   # the stored index's order: the order of its posting lists
             got = by_name.get(name)
-            if got is None or not sha or got[0] != sha or not got[1].startswith(_FORMAT):
+            if got is None or not sha or got[0] != sha:
+                return None
+            data = got[1]()
+            if not data.startswith(_FORMAT):
                 return None
             raw[name] = got
-            crc = zlib.crc32(got[1], crc)
+            crc = zlib.crc32(data, crc)
         if len(raw) != len(by_name) or crc != check:   # a damaged analysis is found now, not by a request
             return None
         return cls(vocabulary, StoredAnalyses(raw), postings, None, {}, _backend.active)

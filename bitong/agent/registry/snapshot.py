@@ -580,10 +580,10 @@ class Registry:
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
         return snap
 
-    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes],
+    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], Callable[[], bytes]],
                         saved_index: bytes = b"", stale: bool = False) -> Snapshot:
         """A snapshot from stored files, its index restored from stored analyses where still fresh
-        (``analysis(path)``: that file's), and from the stored posting lists when they fit.
+        (``analysis(path)``: what reads that file's), and from the stored posting lists when they fit.
 
         ``stale``: every stored analysis was made by other code or another vocabulary (an upgrade):
         as many tools as a rough first scan takes are indexed roughly, and refined in the background."""
@@ -872,9 +872,14 @@ class Registry:
                 where[tool.source_path] = i
             files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256, tool, error)
 
-        def analysis(source: str) -> bytes:
+        def analysis(source: str) -> Callable[[], bytes]:
+            """What reads one file's stored analysis when the index needs it: the state holds the bytes
+            (its tools keep it in memory anyway), the index does not keep a copy of 10,000 of them."""
             i = where.get(source)
-            return state.files[i].analysis if i is not None else b""
+            if i is None:
+                return lambda: b""
+            entry = state.files[i]
+            return lambda: entry.analysis
 
         stale = state.analysis_fingerprint != matcher.analysis_fingerprint(self._vocabulary)
         with self._lock:
