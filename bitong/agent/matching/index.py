@@ -167,37 +167,41 @@ class StoredAnalyses:
 
     A restart of 10,000 tools would spend more on decoding every analysis
     than on the rest of its start; a match reads a few dozen. Used as the
-    index's ``dict`` of analyses (the methods the index calls); safe to read
-    from several threads (a tool decoded twice at once is decoded twice).
+    index's ``dict`` of analyses (the methods the index calls). Requests read
+    it from several threads: a read never iterates a dict another read may
+    add to (a tool decoded twice at once is decoded twice, no more).
     """
 
-    __slots__ = ("_raw", "_done")
+    __slots__ = ("_raw", "_cache", "_added")
 
-    def __init__(self, raw: dict[str, tuple[str, Callable[[], bytes]]],
-                 done: dict[str, ToolAnalysis] | None = None) -> None:
+    def __init__(self, raw: dict[str, tuple[str, Callable[[], bytes]]], cache: dict[str, ToolAnalysis] | None = None,
+                 added: dict[str, ToolAnalysis] | None = None) -> None:
         # name -> (its sha256, what reads its ToolAnalysis.to_bytes()), in the index's order: the bytes stay
         # where the registry's state holds them, not copied
         self._raw = raw
-        self._done = done if done is not None else {}   # the ones decoded (or replaced) so far
+        self._cache = cache if cache is not None else {}   # the stored ones decoded so far
+        self._added = added if added is not None else {}   # set since (an edit): never among the stored ones
 
     def __getitem__(self, name: str) -> ToolAnalysis:
-        a = self._done.get(name)
+        a = self._added.get(name)
         if a is None:
-            a = self._done[name] = ToolAnalysis.from_bytes(self._raw[name][1]())
+            a = self._cache.get(name)
+            if a is None:
+                a = self._cache[name] = ToolAnalysis.from_bytes(self._raw[name][1]())
         return a
 
     def get(self, name: str, default: ToolAnalysis | None = None) -> ToolAnalysis | None:
         return self[name] if name in self else default
 
     def __contains__(self, name: object) -> bool:
-        return name in self._raw or name in self._done
+        return name in self._raw or name in self._added
 
     def __len__(self) -> int:
-        return len(self._raw) + sum(1 for name in self._done if name not in self._raw)
+        return len(self._raw) + len(self._added)
 
     def __iter__(self) -> Iterator[str]:
         yield from self._raw
-        yield from (name for name in self._done if name not in self._raw)
+        yield from self._added
 
     def keys(self) -> Iterator[str]:
         return iter(self)
@@ -209,27 +213,29 @@ class StoredAnalyses:
         return ((name, self[name]) for name in self)
 
     def copy(self) -> StoredAnalyses:
-        return StoredAnalyses(dict(self._raw), dict(self._done))
+        return StoredAnalyses(dict(self._raw), dict(self._cache), dict(self._added))
 
     def pop(self, name: str, default: ToolAnalysis | None = None) -> ToolAnalysis | None:
         a = self.get(name, default)
         self._raw.pop(name, None)
-        self._done.pop(name, None)
+        self._cache.pop(name, None)
+        self._added.pop(name, None)
         return a
 
     def __setitem__(self, name: str, a: ToolAnalysis) -> None:
         self._raw.pop(name, None)   # its stored bytes are another analysis now
-        self._done[name] = a
+        self._cache.pop(name, None)
+        self._added[name] = a
 
     def decoded(self) -> Iterable[ToolAnalysis]:
-        """The analyses decoded or replaced so far (the others are as they were stored)."""
-        return self._done.values()
+        """The analyses set since the restore (the others are the stored ones, full analyses all)."""
+        return self._added.values()
 
     def stored(self, name: str) -> tuple[str, bytes]:
         """(sha256, the analysis as stored), without decoding it (KeyError: not indexed)."""
         got = self._raw.get(name)
         if got is None:
-            a = self._done[name]
+            a = self._added[name]
             return a.sha256, a.to_bytes()
         return got[0], got[1]()
 

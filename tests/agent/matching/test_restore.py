@@ -92,3 +92,18 @@ def test_rough_terms_are_a_subset_of_the_full_terms_kinds(text: str) -> None:
     rough, full = rough_terms(text), terms(text)
     assert {t[0] for t in rough} <= {"w", "b"}
     assert all(full.get(term) == weight for term, weight in rough.items())
+
+
+def test_a_restored_index_answers_requests_from_several_threads_at_once() -> None:
+    """Each first read decodes an analysis while other requests count and read the others."""
+    import concurrent.futures
+
+    vocab = default_vocabulary()
+    ts = tools()
+    built = Index.build(ts, vocabulary=vocab)
+    expected = answers(built)
+    for _ in range(5):   # a fresh restore each round: every analysis is decoded by some request
+        restored = Index.restore(stored(built, ts), vocabulary=vocab, saved=built.saved_postings())
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _: answers(restored), range(16)))
+        assert all(g == expected for g in got)
