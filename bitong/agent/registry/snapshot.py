@@ -847,6 +847,9 @@ class Registry:
             del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
             fresh = stored_fingerprint == seeded.index.fingerprint
+            if fresh and not seeded.index.postings_restored:
+                log.info("registry state %s: its stored index did not fit its files; built again (and the state "
+                         "is written again)", path)
             if self.snapshot is seeded and fresh and seeded.index.postings_restored:
                 self._saved_version = self._state_version   # the file holds exactly this: no need to write it
             if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)

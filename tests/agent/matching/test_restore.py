@@ -105,5 +105,5 @@ def test_a_restored_index_answers_requests_from_several_threads_at_once() -> Non
     for _ in range(5):   # a fresh restore each round: every analysis is decoded by some request
         restored = Index.restore(stored(built, ts), vocabulary=vocab, saved=built.saved_postings())
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            got = list(pool.map(lambda _: answers(restored), range(16)))
+            got = list(pool.map(answers, [restored] * 16))
         assert all(g == expected for g in got)
