@@ -25,6 +25,7 @@ class Backend:
     def __init__(self, name: str, analysis_mod: ModuleType, lexical_mod: ModuleType) -> None:
         self.name = name
         self.terms = analysis_mod.terms
+        self.rough_terms = analysis_mod.rough_terms
         self.presences = lexical_mod.presences
         self.accumulate = lexical_mod.accumulate
         self.idf = lexical_mod.idf

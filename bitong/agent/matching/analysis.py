@@ -29,7 +29,7 @@ import unicodedata
 from collections.abc import Callable
 from importlib import util as importlib_util
 
-__all__ = ["QUERY_WEIGHT", "Terms", "normalize", "pinyin_of", "stem", "terms"]
+__all__ = ["QUERY_WEIGHT", "Terms", "normalize", "pinyin_of", "rough_terms", "stem", "terms"]
 
 Terms = dict[str, float]
 
@@ -270,4 +270,29 @@ def terms(text: str, concepts: Callable[[str], tuple[list[str], set[int]]] | Non
                 pc, pd = pinyin_of(c), pinyin_of(d)
                 if pc and pd:
                     _add(out, "y:" + pc + " " + pd, qw["y"])
+    return out
+
+
+def rough_terms(text: str) -> Terms:
+    """A text's English words and Chinese character bigrams, as :func:`terms` weighs them, and nothing else.
+
+    No segmenter, pinyin, parameter values or concepts: many times cheaper,
+    so a cold start of 10,000 tools indexes these first, serves on them,
+    and has :func:`terms` replace them in the background.
+    """
+    out: Terms = {}
+    qw = QUERY_WEIGHT
+    for m in _RUN.finditer(normalize(text)):
+        run = m.group()
+        if not _IS_CJK.match(run):
+            if run.isdigit() or run in _EN_STOP:
+                continue
+            _add(out, "w:" + stem(run), qw["w"])
+            continue
+        for i in range(len(run) - 1):
+            c = run[i]
+            d = run[i + 1]
+            if c in _ZH_STOP_CHARS or d in _ZH_STOP_CHARS:
+                continue
+            _add(out, "b:" + c + d, qw["b"])
     return out

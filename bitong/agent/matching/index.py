@@ -29,6 +29,7 @@ has its vectors, the index ranks lexically, with the lexical calibration.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import heapq
 import marshal
@@ -36,11 +37,12 @@ import math
 import pkgutil
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
+from bitong.agent.matching.lazy_numpy import np
 
 from bitong.v1.agent_pb2 import ToolDef
 
@@ -50,8 +52,8 @@ from bitong.agent.matching.lexical import ALPHA, OOV_FACTOR
 from bitong.agent.matching.semantic import DIM, Embedder, negation_stripped
 from bitong.agent.matching.vocabulary import Vocabulary
 
-__all__ = ["DEFAULT_THRESHOLD", "SUGGESTION", "Calibration", "Hit", "Index", "MatchResult", "ToolAnalysis",
-           "analysis_fingerprint", "analyze"]
+__all__ = ["DEFAULT_THRESHOLD", "ROUGH", "SUGGESTION", "Calibration", "Hit", "Index", "MatchResult",
+           "StoredAnalyses", "ToolAnalysis", "analysis_fingerprint", "analyze", "rough_analysis"]
 
 SUGGESTION = "此工具尚不在仓库中，需铸渊新建"
 DEFAULT_THRESHOLD = 0.5
@@ -160,6 +162,88 @@ class ToolAnalysis(NamedTuple):
 _FORMAT = b"bt5\0"
 
 
+class StoredAnalyses:
+    """Tools' analyses kept as their stored bytes, each decoded when a request first reads it.
+
+    A restart of 10,000 tools would spend more on decoding every analysis
+    than on the rest of its start; a match reads a few dozen. Used as the
+    index's ``dict`` of analyses (the methods the index calls). Requests read
+    it from several threads: a read never iterates a dict another read may
+    add to (a tool decoded twice at once is decoded twice, no more).
+    """
+
+    __slots__ = ("_raw", "_cache", "_added")
+
+    def __init__(self, raw: dict[str, tuple[str, Callable[[], bytes]]], cache: dict[str, ToolAnalysis] | None = None,
+                 added: dict[str, ToolAnalysis] | None = None) -> None:
+        # name -> (its sha256, what reads its ToolAnalysis.to_bytes()), in the index's order: the bytes stay
+        # where the registry's state holds them, not copied
+        self._raw = raw
+        self._cache = cache if cache is not None else {}   # the stored ones decoded so far
+        self._added = added if added is not None else {}   # set since (an edit): never among the stored ones
+
+    def __getitem__(self, name: str) -> ToolAnalysis:
+        a = self._added.get(name)
+        if a is None:
+            a = self._cache.get(name)
+            if a is None:
+                a = self._cache[name] = ToolAnalysis.from_bytes(self._raw[name][1]())
+        return a
+
+    def get(self, name: str, default: ToolAnalysis | None = None) -> ToolAnalysis | None:
+        return self[name] if name in self else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw or name in self._added
+
+    def __len__(self) -> int:
+        return len(self._raw) + len(self._added)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._raw
+        yield from self._added
+
+    def keys(self) -> Iterator[str]:
+        return iter(self)
+
+    def values(self) -> Iterator[ToolAnalysis]:
+        return (self[name] for name in self)
+
+    def items(self) -> Iterator[tuple[str, ToolAnalysis]]:
+        return ((name, self[name]) for name in self)
+
+    def copy(self) -> StoredAnalyses:
+        return StoredAnalyses(dict(self._raw), dict(self._cache), dict(self._added))
+
+    def pop(self, name: str, default: ToolAnalysis | None = None) -> ToolAnalysis | None:
+        a = self.get(name, default)
+        self._raw.pop(name, None)
+        self._cache.pop(name, None)
+        self._added.pop(name, None)
+        return a
+
+    def __setitem__(self, name: str, a: ToolAnalysis) -> None:
+        self._raw.pop(name, None)   # its stored bytes are another analysis now
+        self._cache.pop(name, None)
+        self._added[name] = a
+
+    def decoded(self) -> Iterable[ToolAnalysis]:
+        """The analyses set since the restore (the others are the stored ones, full analyses all)."""
+        return self._added.values()
+
+    def stored(self, name: str) -> tuple[str, bytes]:
+        """(sha256, the analysis as stored), without decoding it (KeyError: not indexed)."""
+        got = self._raw.get(name)
+        if got is None:
+            a = self._added[name]
+            return a.sha256, a.to_bytes()
+        return got[0], got[1]()
+
+
+_Entries = dict[str, ToolAnalysis] | StoredAnalyses
+_INDEX_FORMAT = "bitong-index-1"
+
+
 def _code_hash() -> str:
     digest = hashlib.sha256(_FORMAT)
     for mod in ("index.py", "analysis.py", "lexical.py"):
@@ -253,18 +337,63 @@ def analyze(tool: ToolDef, vocabulary: Vocabulary | None = None,
                         kw_forms, tuple(non_goals), sem, title)
 
 
+ROUGH = "rough"   # the fingerprint of a rough analysis: no index or state takes it for a full one
+
+
+def rough_analysis(tool: ToolDef, backend: _backend.Backend = _backend.active,
+                   shared: dict[str, Terms] | None = None) -> ToolAnalysis:
+    """A tool's words and bigrams only (:func:`bitong.agent.matching.analysis.rough_terms`), over the fields
+    that say what it is (not ``why``, nor non-goals): what a cold start of thousands of tools serves on
+    until their analyses are in."""
+    an = backend.rough_terms
+    memo = shared if shared is not None else {}
+
+    def t(text: str) -> Terms:
+        got = memo.get(text)
+        if got is None:
+            got = memo[text] = an(text) if text else {}
+        return got
+
+    params: Terms = {}
+    slots: Terms = {}
+    for pname in tool.params_schema:
+        spec = tool.params_schema[pname]
+        for slot in _slots(pname, spec):
+            slots[slot] = 1.0
+        for text in (pname.replace("_", " "), spec.description):
+            for term, w in t(text).items():
+                params[term] = max(params.get(term, 0.0), w)
+    keywords: Terms = {}
+    for kw in tool.trigger_keywords:
+        for term, w in t(kw).items():
+            keywords[term] = max(keywords.get(term, 0.0), w)
+    fields = [("display", t(tool.display)), ("intent", t(tool.intent)), ("keywords", keywords),
+              ("name", t(tool.name.replace("-", " ").replace("_", " "))), ("params", params), ("slots", slots)]
+    kw_forms = tuple((normalize(kw).strip(), _words(normalize(kw))) for kw in tool.trigger_keywords if kw.strip())
+    sem = f"{tool.display}: {tool.intent}"
+    if tool.trigger_keywords:
+        sem += " (" + ", ".join(tool.trigger_keywords) + ")"
+    title = tuple(sorted({term for text in (tool.display, tool.name.replace("-", " "), *tool.trigger_keywords)
+                          for term in t(text) if term[0] == "w"}))
+    return ToolAnalysis(tool.name, tool.content_sha256, ROUGH, backend.presences(fields), kw_forms, (), sem, title)
+
+
 _SLOT_NAMES = (("cmd", "cmdline"), ("command", "cmdline"), ("script", "cmdline"), ("url", "url"), ("uri", "url"), ("endpoint", "url"), ("host", "host"), ("ip", "host"),
                ("addr", "host"), ("domain", "host"), ("email", "email"), ("mail", "email"), ("version", "version"),
                ("path", "path"), ("dir", "path"), ("folder", "path"), ("file", "file"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _name_slots(name: str) -> frozenset[str]:
+    """The slots a parameter's (lowercase) name says; registries repeat their parameter names."""
+    parts = name.split("_")
+    return frozenset("p:" + slot for part, slot in _SLOT_NAMES
+                     if part in parts or name.endswith(part) or name.startswith(part))
+
+
 def _slots(pname: str, spec: object) -> set[str]:
     """The kinds of value a parameter takes (``p:path``...), from its schema: what a request's values meet."""
-    out: set[str] = set()
-    name = pname.lower()
-    for part, slot in _SLOT_NAMES:
-        if part in name.split("_") or name.endswith(part) or name.startswith(part):
-            out.add("p:" + slot)
+    out = set(_name_slots(pname.lower()))
     normalize_rules = getattr(spec, "normalize", ())
     if "path" in normalize_rules:
         out.update(("p:path", "p:file"))
@@ -307,6 +436,23 @@ DECISION_WEIGHTS = {"bias": -2.38, "s1": 0.65, "d12": -0.36, "p1": 2.6, "z": -0.
 DECISION_SHARE = 0.7
 
 
+def _reader(data: bytes | Callable[[], bytes]) -> Callable[[], bytes]:
+    return data if callable(data) else (lambda: data)
+
+
+def _postings(entries: Mapping[str, ToolAnalysis]) -> dict[str, dict[str, float]]:
+    """Term -> {tool: presence}, the tools in the order of ``entries``."""
+    postings: dict[str, dict[str, float]] = {}
+    for name, e in entries.items():
+        for term, p in e.weights.items():
+            plist = postings.get(term)
+            if plist is None:
+                postings[term] = {name: p}
+            else:
+                plist[name] = p
+    return postings
+
+
 class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
@@ -314,7 +460,7 @@ class Index:
                  "_matrix", "_names", "_hubs", "_hub_mean", "_title_mass", "_backend", "calibration",
                  "lexical_calibration")
 
-    def __init__(self, vocabulary: Vocabulary | None, entries: dict[str, ToolAnalysis],
+    def __init__(self, vocabulary: Vocabulary | None, entries: _Entries,
                  postings: dict[str, dict[str, float]], embedder: Embedder | None,
                  vectors: dict[str, np.ndarray], backend: _backend.Backend,
                  calibration: Calibration | None = None, lexical_calibration: Calibration | None = None) -> None:
@@ -355,26 +501,52 @@ class Index:
                 entries[item.name] = item
             else:
                 entries[item.name] = analyze(item, vocabulary, be, shared)
-        postings: dict[str, dict[str, float]] = {}
-        for name, e in entries.items():
-            for term, p in e.weights.items():
-                plist = postings.get(term)
-                if plist is None:
-                    postings[term] = {name: p}
-                else:
-                    plist[name] = p
-        index = cls(vocabulary, entries, postings, embedder, {}, be)
+        index = cls(vocabulary, entries, _postings(entries), embedder, {}, be)
         index._vectors = index._stored_vectors(entries.values())
         return index
 
     @classmethod
-    def restore(cls, stored: Iterable[tuple[ToolDef, bytes]], *, vocabulary: Vocabulary | None = None,
-                embedder: Embedder | None = None) -> Index:
-        """Index tools next to their stored analyses: a restart. Stale or broken ones are redone; never raises for them."""
+    def rough(cls, tools: Iterable[ToolDef], *, embedder: Embedder | None = None) -> Index:
+        """These tools indexed by their words and bigrams only (:func:`rough_analysis`): a cold start of
+        thousands of tools serves on it while :meth:`build` makes the full index in the background.
+
+        Without a vocabulary: a request's words a vocabulary knows would become
+        concepts, which a rough analysis does not have. :meth:`updated` analyses
+        what changes meanwhile in full (without the vocabulary too); :meth:`saved_postings`
+        saves none of it.
+        """
+        be = _backend.active
+        shared: dict[str, Terms] = {}
+        entries = {tool.name: rough_analysis(tool, be, shared) for tool in tools}
+        return cls(None, entries, _postings(entries), embedder, {}, be)
+
+    @classmethod
+    def restore(cls, stored: Iterable[tuple[ToolDef, bytes | Callable[[], bytes]]], *,
+                vocabulary: Vocabulary | None = None,
+                embedder: Embedder | None = None, saved: bytes = b"") -> Index:
+        """Index tools next to their stored analyses: a restart. Stale or broken ones are redone; never raises for them.
+
+        Each analysis is its bytes, or what reads them when needed (the registry's
+        state holds them: they are not copied). ``saved`` is :meth:`saved_postings`
+        of the index that was stored: when
+        it holds exactly these tools at these contents, analysed by this code,
+        its posting lists are taken as they are and each analysis is decoded
+        only when a request reads it. Otherwise (or when it is broken) every
+        analysis is decoded and checked, and the postings are built again.
+        """
         fp = analysis_fingerprint(vocabulary)
+        pairs = list(stored)
+        if saved:
+            index = cls._from_saved(pairs, vocabulary, fp, saved)
+            if index is not None:
+                if embedder is not None:   # its stored vectors: every analysis is read for them
+                    index._embedder = embedder
+                    index._vectors = index._stored_vectors(index._entries.values())
+                return index
         items: list[ToolDef | ToolAnalysis] = []
-        for tool, data in stored:
+        for tool, stored_bytes in pairs:
             a = None
+            data = stored_bytes() if callable(stored_bytes) else stored_bytes
             if data:
                 try:
                     a = ToolAnalysis.from_bytes(data)
@@ -382,6 +554,65 @@ class Index:
                     a = None
             items.append(a if a is not None and a.fresh_for(tool, fp) else tool)
         return cls.build(items, vocabulary=vocabulary, embedder=embedder)
+
+    @classmethod
+    def _from_saved(cls, pairs: list[tuple[ToolDef, bytes | Callable[[], bytes]]], vocabulary: Vocabulary | None,
+                    fp: str,
+                    saved: bytes) -> Index | None:
+        """The stored index as it was, or None when ``saved`` does not describe these tools' analyses."""
+        if len(saved) < 4 or zlib.crc32(saved[4:]) != int.from_bytes(saved[:4], "little"):
+            return None
+        try:
+            tag, fingerprint, order, check, postings = marshal.loads(memoryview(saved)[4:])
+        except Exception:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes
+            return None
+        if tag != _INDEX_FORMAT or fingerprint != fp or type(order) is not tuple or type(postings) is not dict \
+                or len(order) != len(pairs):
+            return None
+        by_name = {tool.name: (tool.content_sha256, _reader(data)) for tool, data in pairs}
+        raw: dict[str, tuple[str, Callable[[], bytes]]] = {}
+        crc = 0
+        for name, sha in order:   # the stored index's order: the order of its posting lists
+            got = by_name.get(name)
+            if got is None or not sha or got[0] != sha:
+                return None
+            data = got[1]()
+            if not data.startswith(_FORMAT):
+                return None
+            raw[name] = got
+            crc = zlib.crc32(data, crc)
+        if len(raw) != len(by_name) or crc != check:   # a damaged analysis is found now, not by a request
+            return None
+        return cls(vocabulary, StoredAnalyses(raw), postings, None, {}, _backend.active)
+
+    def saved_postings(self) -> bytes:
+        """The posting lists and what they index, for :meth:`restore` (``saved``): a restart need not
+        rebuild them from every tool's analysis."""
+        entries = self._entries
+        decoded = entries.values() if isinstance(entries, dict) else entries.decoded()
+        if any(a.fingerprint != self._fingerprint for a in decoded):
+            return b""   # rough analyses among them: a restart analyses those again, and builds the postings
+        order = []
+        crc = 0
+        for name in self._entries:
+            sha, data = self.stored_analysis(name)
+            order.append((name, sha))
+            crc = zlib.crc32(data, crc)
+        # Presences are multiples of 1/QUANTUM: written as one object each (and references to it), they are
+        # read back without making a float per posting (half the time to load, and less memory).
+        shared: dict[float, float] = {}
+        postings = {term: {name: shared.setdefault(p, p) for name, p in plist.items()}
+                    for term, plist in self._postings.items()}
+        payload = marshal.dumps((_INDEX_FORMAT, self._fingerprint, tuple(order), crc, postings), 4)
+        return zlib.crc32(payload).to_bytes(4, "little") + payload
+
+    def stored_analysis(self, name: str) -> tuple[str, bytes]:
+        """One tool's (sha256, analysis) as the registry stores it, never decoded for it (KeyError: not indexed)."""
+        entries = self._entries
+        if isinstance(entries, StoredAnalyses):
+            return entries.stored(name)
+        a = entries[name]
+        return a.sha256, a.to_bytes()
 
     def _stored_vectors(self, analyses: Iterable[ToolAnalysis]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -400,7 +631,7 @@ class Index:
 
         Costs what the changed tools touch: only the posting lists whose entry for them changed are copied.
         """
-        entries = dict(self._entries)
+        entries = self._entries.copy()   # (stored analyses stay undecoded)
         postings = dict(self._postings)
         vectors = dict(self._vectors)
         copied: set[str] = set()
@@ -455,7 +686,7 @@ class Index:
         """A new Index with these tools' vectors ({name: (sha256, vectors)}), for the tools still at that sha."""
         if self._embedder is None:
             return self
-        entries = dict(self._entries)
+        entries = self._entries.copy()
         vectors = dict(self._vectors)
         model = self._embedder.model_id
         for name, (sha, vecs) in computed.items():
@@ -479,6 +710,12 @@ class Index:
                      self.calibration, self.lexical_calibration)
 
     # ------------------------------------------------------------ reading
+
+    @property
+    def postings_restored(self) -> bool:
+        """True when the posting lists came from :meth:`saved_postings` (or this index was derived from
+        one that did): a restore that had to rebuild them says its state should be written again."""
+        return isinstance(self._entries, StoredAnalyses)
 
     @property
     def fingerprint(self) -> str:

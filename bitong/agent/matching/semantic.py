@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Protocol
 
-import numpy as np
+from bitong.agent.matching.lazy_numpy import np
 
 __all__ = ["DIM", "MODEL_ID", "Embedder", "USEEmbedder", "available", "default_embedder", "negation_stripped"]
 

@@ -208,8 +208,8 @@ class CacheAgent:
         if self.state_path:
             seeded = await asyncio.to_thread(self.registry.load_state, self.state_path)
             log.info("registry state %s: %s", self.state_path, "loaded" if seeded else "not used")
-        if not seeded:
-            await asyncio.to_thread(self.registry.rescan)
+        if not seeded:   # a big registry serves on a rough index first (words), refined in the background
+            await asyncio.to_thread(self.registry.rescan, None, rough=True)
         snap = self.registry.snapshot
         self._started = snap.generation
         self._task = asyncio.create_task(self._run(), name="bitong-cache-agent")
@@ -397,6 +397,8 @@ class CacheAgent:
             await self._save_wanted.wait()
             await asyncio.sleep(self.save_every_s)   # the changes of a busy moment make one write
             self._save_wanted.clear()
+            if self.registry.rough:   # not yet: the full analyses are what a restart should find (they ask again)
+                continue
             await self._write()
 
     async def _write(self) -> None:

@@ -45,7 +45,6 @@ from bitong.parser import MAX_FILE_BYTES, ParseError, parse_bytes, read_tool_fil
 
 from .approval import MIN_PIN, Policy as ApprovalPolicy
 from ..matching import index as matcher
-from ..matching.calibrate import calibrate
 from ..matching.index import Calibration
 from ..matching.semantic import Embedder
 from ..matching.vocabulary import Vocabulary
@@ -57,6 +56,9 @@ __all__ = ["TOOL_FILE", "LoadError", "Snapshot", "Registry", "bundled_tools_root
 log = logging.getLogger("bitong.registry")
 
 TOOL_FILE = "TOOL.hdlp"
+# A first scan of this many tools serves on a rough index (words and bigrams) while the full one is built:
+# their full analysis takes about a millisecond each; below this, the wait is not worth a rough answer.
+_ROUGH_FROM = 1000
 _RACY_NS = 2_000_000_000
 _FILES_TAG = bytes([3 << 3 | 2])   # RegistryState.files: field 3, length-delimited
 
@@ -339,8 +341,11 @@ class Registry:
         self.origin: Callable[[str], str] | None = None
         self.snapshot = Snapshot({}, [], matcher.Index.build([], vocabulary=vocabulary, embedder=embedder), 0, {},
                                  self.roots)
+        self.rough_from = _ROUGH_FROM
+        self._rough_scan = False
+        self._rough = False   # the index holds rough analyses until refine() replaces them
 
-    def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False) -> Snapshot:
+    def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False, rough: bool = False) -> Snapshot:
         """Bring the snapshot up to date with the disk; return the (possibly new) snapshot.
 
         With ``folders`` (tool folders an inotify event named), only their
@@ -349,13 +354,17 @@ class Registry:
         listed again (a root that goes or comes back needs a full rescan).
         ``whole``: every change applies, the reload cooldown holds none back
         (a repository commit is swapped in as one, never in parts).
+        ``rough``: a first scan of at least :attr:`rough_from` tools indexes them
+        by words and bigrams only (a tenth of the time), and :meth:`refine` (called
+        by :meth:`refresh_semantics`) swaps in the full index once it is built.
         """
         with self._lock:
             self._whole = whole
+            self._rough_scan = rough
             try:
                 return self._rescan(folders)
             finally:
-                self._whole = False
+                self._whole = self._rough_scan = False
 
     def _rescan(self, folders: Iterable[str] | None) -> Snapshot:
         old = self.snapshot
@@ -369,9 +378,10 @@ class Registry:
             state = self._look(old, path, now_ns)
             if state is not None:
                 files[path] = state
-        for path, state in old._files.items():
-            if _root_of(path) in lost:  # keep serving what the lost root last held
-                files[path] = state
+        if lost:
+            for path, state in old._files.items():
+                if _root_of(path) in lost:  # keep serving what the lost root last held
+                    files[path] = state
         unchanged = files.keys() == old._files.keys() and dict(lost_roots) == dict(old.lost_roots) and all(
             files[p] is old._files[p] or files[p] == old._files[p] for p in files)
         if not unchanged:
@@ -557,7 +567,13 @@ class Registry:
             tools = self.versions.serve(tools)
             upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
             remove = [name for name in old.tools if name not in tools]
-        index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
+        if self._rough_scan and not len(old.index) and len(upsert) >= self.rough_from:
+            index = matcher.Index.rough(upsert, embedder=self._embedder)
+            self._rough = True
+            log.info("%d tools indexed by their words first; their full analysis follows in the background",
+                     len(upsert))
+        else:
+            index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
                         self.versions.canaries)
         self._state_version += 1
@@ -566,14 +582,25 @@ class Registry:
                      snap.generation, len(tools), len(upsert), len(remove), len(errors))
         return snap
 
-    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], bytes]) -> Snapshot:
+    def _first_snapshot(self, files: dict[str, _FileState], analysis: Callable[[str], Callable[[], bytes]],
+                        saved_index: bytes = b"", stale: bool = False) -> Snapshot:
         """A snapshot from stored files, its index restored from stored analyses where still fresh
-        (``analysis(path)``: that file's, read one at a time, so they are never all held as bytes)."""
+        (``analysis(path)``: what reads that file's), and from the stored posting lists when they fit.
+
+        ``stale``: every stored analysis was made by other code or another vocabulary (an upgrade):
+        as many tools as a rough first scan takes are indexed roughly, and refined in the background."""
         tools, errors = _resolve(files, self.approval, self.snapshot.tools, self.roots,
                                  self._verdicts_for(self.approval))
         tools = self.versions.serve(tools)
-        stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
-        index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder)
+        if stale and len(tools) >= self.rough_from:
+            index = matcher.Index.rough(tools.values(), embedder=self._embedder)
+            self._rough = True
+            log.info("the stored analyses are another version's: %d tools indexed by their words first, "
+                     "their full analysis follows in the background", len(tools))
+        else:
+            stored = ((tool, analysis(tool.source_path)) for tool in tools.values())
+            index = matcher.Index.restore(stored, vocabulary=self._vocabulary, embedder=self._embedder,
+                                          saved=saved_index)
         self._state_version += 1
         return Snapshot(tools, errors, index, self.snapshot.generation + 1, files, self.roots,
                         canaries=self.versions.canaries)
@@ -589,7 +616,8 @@ class Registry:
         round. Returns True if the snapshot changed.
         """
         with self._semantic_lock:
-            changed = self._attach_embedder()
+            changed = self.refine()
+            changed = self._attach_embedder() or changed
             emb = self._embedder
             if emb is not None:
                 pending = self.snapshot.index.pending_vectors()
@@ -610,6 +638,8 @@ class Registry:
             snap = self.snapshot
             key = (frozenset(snap.tools), snap.index.semantic_ready)
             if self._calibrated is None or self._needs_calibration(key):
+                from ..matching.calibrate import calibrate   # here: it imports numpy, which serving needs not
+
                 fitted = calibrate(snap.index, snap.tools)
                 with self._lock:
                     self._swap_index(self.snapshot.index.with_calibration(fitted.calibration,
@@ -619,6 +649,41 @@ class Registry:
                 self._state_version += 1   # the state keeps the calibration: a restart need not fit it again
                 changed = True
             return changed
+
+    @property
+    def rough(self) -> bool:
+        """True while the index holds a rough first scan (words and bigrams, see :meth:`rescan`)."""
+        return self._rough
+
+    def refine(self) -> bool:
+        """Analyse in full the tools a rough first scan indexed, then swap the whole index in at once.
+
+        The analyses are made outside the lock (seconds for thousands of tools,
+        while rough matching serves); the index is then built under it from
+        what serves by then, so it is the index a full first scan would have
+        made. Returns True if the snapshot changed.
+        """
+        if not self._rough:
+            return False
+        started = time.perf_counter()
+        snap = self.snapshot
+        shared: dict[str, dict[str, float]] = {}
+        done = {name: matcher.analyze(tool, self._vocabulary, shared=shared) for name, tool in snap.tools.items()}
+        fingerprint = matcher.analysis_fingerprint(self._vocabulary)
+        with self._lock:
+            snap = self.snapshot
+            items: list[ToolDef | matcher.ToolAnalysis] = []
+            for name, tool in snap.tools.items():
+                a = snap.index.analysis(name)
+                if a is None or a.fingerprint != fingerprint:   # rough (a tool changed since is analysed in full)
+                    a = done.get(name)
+                items.append(a if a is not None and a.sha256 == tool.content_sha256 and a.name == name else tool)
+            index = matcher.Index.build(items, vocabulary=self._vocabulary, embedder=self._embedder)
+            self._swap_index(index.with_calibration(snap.index.calibration, snap.index.lexical_calibration))
+            self._rough = False
+            self._state_version += 1
+        log.info("%d tools analysed in full in %.1f s", len(items), time.perf_counter() - started)
+        return True
 
     def _attach_embedder(self) -> bool:
         """Load the model the loader gives (once) and index the tools with it; True if it loaded.
@@ -712,7 +777,8 @@ class Registry:
                 self._calibrated_model
             history = self.versions.to_state(snap.tools)
         head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
-                                       analysis_fingerprint=snap.index.fingerprint, history=history)
+                                       analysis_fingerprint=snap.index.fingerprint, history=history,
+                                       index=snap.index.saved_postings())
         if calibrated is not None:
             head.calibration = _calibration_bytes(calibrated[0], calibrated[1], model, snap.index.calibration,
                                                   snap.index.lexical_calibration)
@@ -741,10 +807,8 @@ class Registry:
                                          inode=fs.stat_key[2], sha256=fs.sha256)
             if fs.tool is not None:
                 entry.tool.CopyFrom(fs.tool)
-                if snap.tools.get(fs.tool.name) is fs.tool:  # the copy the index holds, not a duplicate
-                    analysis = snap.index.analysis(fs.tool.name)
-                    if analysis is not None:
-                        entry.analysis = analysis.to_bytes()
+                if snap.tools.get(fs.tool.name) is fs.tool and fs.tool.name in snap.index:
+                    entry.analysis = snap.index.stored_analysis(fs.tool.name)[1]   # the copy the index holds
             if fs.error is not None:
                 e = fs.error
                 entry.error.CopyFrom(pb.LoadError(path=e.path, line=e.line, column=e.column, message=e.message,
@@ -785,7 +849,10 @@ class Registry:
             del state   # what the tools do not hold of it goes now, before the files are checked
             self.rescan()
             fresh = stored_fingerprint == seeded.index.fingerprint
-            if self.snapshot is seeded and fresh:
+            if fresh and not seeded.index.postings_restored:
+                log.info("registry state %s: its stored index did not fit its files; built again (and the state "
+                         "is written again)", path)
+            if self.snapshot is seeded and fresh and seeded.index.postings_restored:
                 self._saved_version = self._state_version   # the file holds exactly this: no need to write it
             if fitted is not None and fresh:   # not fitted again unless the tools moved (as while running)
                 names, ready, model, calibration, lexical = fitted
@@ -810,9 +877,15 @@ class Registry:
                 where[tool.source_path] = i
             files[entry.path] = _FileState((entry.mtime_ns, entry.size, entry.inode), entry.sha256, tool, error)
 
-        def analysis(source: str) -> bytes:
+        def analysis(source: str) -> Callable[[], bytes]:
+            """What reads one file's stored analysis when the index needs it: the state holds the bytes
+            (its tools keep it in memory anyway), the index does not keep a copy of 10,000 of them."""
             i = where.get(source)
-            return state.files[i].analysis if i is not None else b""
+            if i is None:
+                return lambda: b""
+            entry = state.files[i]
+            return lambda: entry.analysis
 
+        stale = state.analysis_fingerprint != matcher.analysis_fingerprint(self._vocabulary)
         with self._lock:
-            self.snapshot = self._first_snapshot(files, analysis)
+            self.snapshot = self._first_snapshot(files, analysis, state.index, stale)

@@ -40,3 +40,11 @@ def test_both_twins_rank_alike(semantic_index: Index) -> None:
             (b.found, [(h.name, h.score, h.matched_terms) for h in b.hits])
     built = [Index.build(tools(), backend=b) for b in _backend.backends()]
     assert all(x.analysis("pdf-merge") == built[0].analysis("pdf-merge") for x in built)
+
+
+@needs_compiled
+def test_both_twins_cut_rough_terms_alike() -> None:
+    assert _backend.compiled is not None
+    for text in ("帮我把这两个PDF拼成一个", "Merging the PDFs of 2024", "ａｂｃ　ＰＤＦ 的 了", "", "x" * 500,
+                 "把 /tmp/a.log 发到 ops@example.com"):
+        assert _backend.pure.rough_terms(text) == _backend.compiled.rough_terms(text)

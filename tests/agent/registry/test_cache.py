@@ -354,6 +354,42 @@ async def test_a_restart_with_nothing_changed_does_not_write_the_state(root: Pat
     assert reloaded.load_state(str(state)) and {"alpha", "beta"} <= set(reloaded.snapshot.tools)
 
 
+async def test_a_cold_start_serves_a_rough_index_first_and_saves_only_the_full_one(root: Path, tmp_path: Path) -> None:
+    for name in ("beta", "gamma"):
+        put(root, name)
+    state = tmp_path / "state.pb"
+    ready = Logged("matching ready")
+    logger = logging.getLogger("bitong.cache")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(ready)
+    try:
+        registry = Registry([str(root)])
+        registry.rough_from = 1   # (a thousand tools by default)
+        swaps = Swaps()
+        agent = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state),
+                           on_swap=swaps, save_every_s=0)
+        first = await agent.start(defer=True)
+        rough_at_start = registry.rough
+        assert rough_at_start and sorted(first.tools) == ["alpha", "beta", "gamma"]
+        agent.serving()
+        await asyncio.wait_for(ready.event.wait(), 10)   # refined, then calibrated
+        assert not registry.rough
+        assert {a.fingerprint for a in registry.snapshot.index.analyses()} != {"rough"}
+        await agent.stop()
+    finally:
+        logger.removeHandler(ready)
+        logger.setLevel(level)
+    restarted = Registry([str(root)])
+    assert restarted.load_state(str(state))
+    assert restarted.snapshot.index.postings_restored, "the saved index is the full one"
+    full = Registry([str(root)])
+    full.rescan()
+    for text in ("print the monthly beta summary", "gamma", "nothing like any tool"):
+        assert [h.name for h in restarted.snapshot.index.match(text).hits] == \
+            [h.name for h in full.snapshot.index.match(text).hits]
+
+
 async def test_an_event_rescans_the_folder_it_names_and_nothing_else(root: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     registry = Registry([str(root)])

@@ -443,3 +443,111 @@ def test_a_restart_from_saved_state_applies_the_approvals_too(tools_root: Path, 
     snap = restarted.snapshot
     assert "runner" not in snap.tools and "shell-exec" in snap.tools
     assert any(e.unapproved == ("exec",) and e.path.endswith("runner/TOOL.hdlp") for e in snap.errors)
+
+
+# ---------------------------------------------------------------- a restart's stored index, a cold start's rough one
+
+INTENTS = ("执行一条 shell 命令 uname -a", "读一下 /etc/hosts 这个文件", "git 仓库最近的提交", "提醒我明天开会",
+           "download https://example.com/a.txt", "给我讲个笑话")
+
+
+def _rough(registry: Registry) -> bool:
+    return registry.rough   # (read anew: a property a call changes)
+
+
+def _answers(registry: Registry) -> list[tuple[bool, list[tuple[str, float]]]]:
+    index = registry.snapshot.index
+    return [(r.found, [(h.name, h.score) for h in r.hits]) for r in (index.match(t, 5) for t in INTENTS)]
+
+
+def test_a_restart_takes_the_stored_index_and_a_damaged_one_is_rebuilt_and_written_again(
+        tools_root: Path, tmp_path: Path) -> None:
+    from bitong.v1 import state_pb2
+
+    state = tmp_path / "state.pb"
+    for path in tools_root.glob("*/TOOL.hdlp"):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(str(state))
+
+    again = Registry([str(tools_root)])
+    assert again.load_state(str(state))
+    assert again.snapshot.index.postings_restored and not again.state_dirty
+    assert _answers(again) == _answers(first)
+
+    stored = state_pb2.RegistryState.FromString(state.read_bytes())
+    assert stored.index
+    stored.index = stored.index[:40] + bytes([stored.index[40] ^ 0xFF]) + stored.index[41:]
+    state.write_bytes(stored.SerializeToString())
+    damaged = Registry([str(tools_root)])
+    assert damaged.load_state(str(state)), "the files and analyses still serve: only the postings are rebuilt"
+    assert not damaged.snapshot.index.postings_restored
+    assert _answers(damaged) == _answers(first)
+    assert damaged.state_dirty, "written again, with postings a restart can take"
+
+
+def test_a_rough_first_scan_serves_by_words_then_refine_swaps_in_the_full_index(
+        tools_root: Path, write_tool: WriteTool) -> None:
+    registry = Registry([str(tools_root)])
+    registry.rough_from = 1   # (10,000 tools in a real start; 1000 by default)
+    rough = registry.rescan(rough=True)
+    assert _rough(registry) and sorted(rough.tools) == BUNDLED_NAMES
+    assert rough.index.match("执行 shell 命令").hits[0].name == "shell-exec"
+    assert rough.index.saved_postings() == b""
+
+    write_tool("newcomer")   # a change while rough: analysed in full at once
+    newcomer = registry.rescan().index.analysis("newcomer")
+    assert newcomer is not None and newcomer.fingerprint != "rough"
+    assert _rough(registry)
+    full = Registry([str(tools_root)])   # what a full first scan of the same files makes
+    full.rescan()
+    assert registry.refine() and not _rough(registry)
+    assert not registry.refine(), "once: nothing rough is left"
+    assert _answers(registry) == _answers(full)
+    refined, expected = registry.snapshot.index, full.snapshot.index
+    assert [(a.name, a) for a in refined.analyses()] == [(a.name, a) for a in expected.analyses()]
+    assert refined.saved_postings() == expected.saved_postings(), "the index a full first scan makes"
+
+
+def test_a_small_first_scan_is_never_rough(tools_root: Path) -> None:
+    registry = Registry([str(tools_root)])
+    registry.rescan(rough=True)
+    assert not registry.rough and not registry.refine()
+
+
+def test_a_state_of_another_analysis_version_restarts_rough_and_is_refined(tools_root: Path, tmp_path: Path) -> None:
+    from bitong.v1 import state_pb2
+
+    state = tmp_path / "state.pb"
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(str(state))
+    stored = state_pb2.RegistryState.FromString(state.read_bytes())
+    stored.analysis_fingerprint = "another-version.none"   # as an upgrade of bitong leaves it
+    state.write_bytes(stored.SerializeToString())
+    upgraded = Registry([str(tools_root)])
+    upgraded.rough_from = 1
+    assert upgraded.load_state(str(state))
+    assert _rough(upgraded) and upgraded.state_dirty
+    assert sorted(upgraded.snapshot.tools) == BUNDLED_NAMES
+    assert upgraded.refine() and not _rough(upgraded)
+    assert _answers(upgraded) == _answers(first)
+
+
+def test_a_restart_serves_before_numpy_is_imported(tools_root: Path, tmp_path: Path) -> None:
+    """numpy (0.1-0.3 s to import) is for the vectors and the calibration, which come after serving."""
+    state = tmp_path / "state.pb"
+    first = Registry([str(tools_root)])
+    first.rescan()
+    first.save_state(str(state))
+    code = ("import sys\n"
+            "import bitong.agent.serving.server\n"
+            "from bitong.agent.registry.snapshot import Registry\n"
+            f"r = Registry([{str(tools_root)!r}])\n"
+            f"assert r.load_state({str(state)!r}) and r.snapshot.index.postings_restored\n"
+            "assert r.snapshot.index.match('执行 shell 命令').hits[0].name == 'shell-exec'\n"
+            "print('numpy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
