@@ -31,6 +31,7 @@ Needs aiohttp (benchmarks/requirements.txt).
 
 from __future__ import annotations
 
+import abc
 import argparse
 import json
 import os
@@ -101,7 +102,7 @@ class HttpTarget:
             self.proc.stdout.close()
 
 
-class System:
+class System(abc.ABC):
     """One contestant: ``lat(n)`` seconds per request one at a time, ``qps(s)`` requests/s at 16 in flight.
 
     ``cpu_ms`` adds up, over the ``qps`` blocks, the CPU of the process doing the HTTP work (the
@@ -113,11 +114,11 @@ class System:
     cpu_ms = 0.0
     calls = 0
 
-    def lat(self, n: int) -> list[float]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def lat(self, n: int) -> list[float]: ...
 
-    def qps(self, seconds: float) -> float:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def qps(self, seconds: float) -> float: ...
 
 
 class ServedCall(System):
