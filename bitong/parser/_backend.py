@@ -17,7 +17,7 @@ import os
 from typing import Any
 from collections.abc import Callable
 
-from . import build, grammar, lexer
+from . import build, lexer
 from .errors import ParseError
 
 __all__ = ["BACKEND", "Backend", "compiled", "pure", "active", "backends"]
@@ -39,6 +39,7 @@ def _pure_tree(text: str, path: str) -> tuple[Any, ...]:
     toks = lexer.tokenize(text, path)
     if not toks:
         raise ParseError(path, 1, 1, lexer.EMPTY_ERROR)
+    from . import grammar   # lark, only once something is parsed (a restart from --state parses nothing)
     return grammar.parse_tokens(toks, path)
 
 
@@ -54,6 +55,7 @@ def _load_compiled() -> Backend | None:
     @functools.cache
     def program() -> Any:
         # built on first use: it needs lark's table, which the pure twin builds lazily too
+        from . import grammar
         table = grammar.lalr_program(_speedups.TERMINALS, _speedups.KNOWN_RULES)
         return _speedups.Program(table, grammar.syntax_error)
 

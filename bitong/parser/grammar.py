@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Iterator
 
-from lark import Lark
+from lark import Lark, Transformer
 from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer
 from lark.parse_tree_builder import maybe_create_child_filter
 
 from .errors import ParseError
-from .nodes import Rules
+from .nodes import Node, block_node, flow_node, map_node, null_node, scalar_node
 
-__all__ = ["GRAMMAR_PATH", "lark_parser", "lalr_program", "parse_tokens", "syntax_error"]
+__all__ = ["GRAMMAR_PATH", "Rules", "lark_parser", "lalr_program", "parse_tokens", "syntax_error"]
 
 GRAMMAR_PATH = Path(__file__).with_name("hdlp.lark")
 CACHE_PATH = GRAMMAR_PATH.with_name("hdlp.lark.cache")
@@ -196,3 +196,51 @@ def parse_tokens(toks: list[Any], path: str) -> tuple[Any, ...]:
         return parsed
     except UnexpectedToken as exc:
         raise syntax_error(path, exc.token, exc.expected) from None
+
+
+class Rules(Transformer):  # type: ignore[type-arg]
+    """One method per rule of ``hdlp.lark``; lark calls them as it reduces.
+
+    The compiled twin dispatches the same rule names to the same constructors
+    (``_speedups`` refuses to load if this list and its own disagree).
+    """
+
+    def scalar(self, children: list[Any]) -> Node:
+        tok = children[0]
+        return scalar_node(tok.type, tok.value, tok.line, tok.column)
+
+    def pair(self, children: list[Any]) -> tuple[Any, ...]:
+        return (children[0], children[1])
+
+    def flow_map(self, children: list[Any]) -> Node:
+        opener = children[0]
+        return flow_node("map", children[1:], opener.line, opener.column)
+
+    def flow_list(self, children: list[Any]) -> Node:
+        opener = children[0]
+        return flow_node("list", children[1:], opener.line, opener.column)
+
+    def scalar_entry(self, children: list[Any]) -> tuple[Any, ...]:
+        return (children[0], children[1])
+
+    def block_text_entry(self, children: list[Any]) -> tuple[Any, ...]:
+        tok = children[1]
+        return (children[0], block_node(tok.value, tok.line, tok.column))
+
+    def nested_entry(self, children: list[Any]) -> tuple[Any, ...]:
+        return (children[0], children[1])
+
+    def empty_entry(self, children: list[Any]) -> tuple[Any, ...]:
+        key = children[0]
+        return (key, null_node(key.line, key.column + len(key.value) + 1))
+
+    def mapping(self, children: list[Any]) -> Node:
+        return map_node(children)
+
+    def header(self, children: list[Any]) -> Any:
+        return children[0]
+
+    def start(self, children: list[Any]) -> tuple[Any, ...]:
+        if len(children) == 2:
+            return children[0], children[1]
+        return None, children[0]

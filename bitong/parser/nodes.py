@@ -5,8 +5,9 @@ value is ready the moment its rule is reduced. Every value keeps the line and
 column it came from, because the builder's errors must point there.
 
 The constructors (``scalar_node`` ... ``map_node``) are the one source of how
-a value is made. ``Rules`` adapts them to lark's callback shape for the pure
-twin; the compiled twin compiles this very file as ``bitong.parser._nodes``
+a value is made. ``grammar.Rules`` adapts them to lark's callback shape for the
+pure twin (lark stays out of this module, so a process that parses nothing
+never imports it); the compiled twin compiles this very file as ``bitong.parser._nodes``
 (``_nodes.pxd`` types it) and calls the constructors straight from its LALR
 driver, so the twins cannot drift.
 """
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark import Transformer
 
-__all__ = ["Node", "Rules", "block_node", "flow_node", "map_node", "null_node", "scalar_node"]
+__all__ = ["Node", "block_node", "flow_node", "map_node", "null_node", "scalar_node"]
 
 
 class Node:
@@ -89,51 +89,3 @@ def map_node(entries: list[Any]) -> Node:
     """A block of entries, (key token, Node) each, positioned at its first key."""
     first = entries[0][0]
     return _new("map", entries, first.line, first.column, "")
-
-
-class Rules(Transformer):  # type: ignore[type-arg]  # subscripting a base here would reach the Cython build
-    """One method per rule of ``hdlp.lark``; lark calls them as it reduces.
-
-    The compiled twin dispatches the same rule names to the same constructors
-    (``_speedups`` refuses to load if this list and its own disagree).
-    """
-
-    def scalar(self, children: list[Any]) -> Node:
-        tok = children[0]
-        return scalar_node(tok.type, tok.value, tok.line, tok.column)
-
-    def pair(self, children: list[Any]) -> tuple[Any, ...]:
-        return (children[0], children[1])
-
-    def flow_map(self, children: list[Any]) -> Node:
-        opener = children[0]
-        return flow_node("map", children[1:], opener.line, opener.column)
-
-    def flow_list(self, children: list[Any]) -> Node:
-        opener = children[0]
-        return flow_node("list", children[1:], opener.line, opener.column)
-
-    def scalar_entry(self, children: list[Any]) -> tuple[Any, ...]:
-        return (children[0], children[1])
-
-    def block_text_entry(self, children: list[Any]) -> tuple[Any, ...]:
-        tok = children[1]
-        return (children[0], block_node(tok.value, tok.line, tok.column))
-
-    def nested_entry(self, children: list[Any]) -> tuple[Any, ...]:
-        return (children[0], children[1])
-
-    def empty_entry(self, children: list[Any]) -> tuple[Any, ...]:
-        key = children[0]
-        return (key, null_node(key.line, key.column + len(key.value) + 1))
-
-    def mapping(self, children: list[Any]) -> Node:
-        return map_node(children)
-
-    def header(self, children: list[Any]) -> Any:
-        return children[0]
-
-    def start(self, children: list[Any]) -> tuple[Any, ...]:
-        if len(children) == 2:
-            return children[0], children[1]
-        return None, children[0]
