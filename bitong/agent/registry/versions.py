@@ -99,11 +99,55 @@ def lint(previous: ToolDef, new: ToolDef) -> list[str]:
     return []
 
 
+class _Histories:
+    """Per tool, its kept definitions; those a saved state holds are decoded when first read.
+
+    A restart of 10,000 tools would spend a tenth of a second turning every
+    stored definition into a :class:`Version` before it could answer; most are
+    never read, and the one check every tool needs (is the file's definition
+    the newest kept?) reads a single hash of the stored entry.
+    """
+
+    def __init__(self) -> None:
+        self._decoded: dict[str, list[Version]] = {}
+        self._stored: dict[str, state_pb2.ToolHistory] = {}
+
+    def restore(self, entry: state_pb2.ToolHistory) -> None:
+        self._decoded.pop(entry.name, None)
+        self._stored[entry.name] = entry
+
+    def newest_sha(self, name: str) -> str:
+        entry = self._stored.get(name)
+        if entry is not None:
+            return entry.versions[0].tool.content_sha256
+        history = self._decoded.get(name)
+        return history[0].tool.content_sha256 if history else ""
+
+    def get(self, name: str) -> list[Version] | None:
+        entry = self._stored.get(name)
+        if entry is not None:   # decoded before it leaves the stored side: a reader elsewhere always finds it
+            self._decoded[name] = [Version(v.tool, v.loaded_unix_ms) for v in entry.versions][:KEEP]
+            del self._stored[name]
+        return self._decoded.get(name)
+
+    def setdefault(self, name: str) -> list[Version]:
+        got = self.get(name)
+        if got is None:
+            got = self._decoded[name] = []
+        return got
+
+    def names(self) -> list[str]:
+        return [*self._decoded, *self._stored]
+
+    def __len__(self) -> int:
+        return len(self._decoded) + len(self._stored)
+
+
 class VersionBook:
     """Per tool, the last :data:`KEEP` distinct definitions (newest first) and the rollback in force."""
 
     def __init__(self) -> None:
-        self._history: dict[str, list[Version]] = {}
+        self._history = _Histories()
         self._pins: dict[str, _Pin] = {}
         self._seen: dict[str, ToolDef] = {}   # the file definition last served per name (identity: unchanged)
         self._serving: dict[str, ToolDef] = {}   # the definition (unmarked) that serves most calls per name
@@ -144,7 +188,7 @@ class VersionBook:
         return out
 
     def _by_sha(self, name: str, sha: str) -> ToolDef | None:
-        return next((v.tool for v in self._history.get(name, ()) if v.tool.content_sha256 == sha), None)
+        return next((v.tool for v in self._history.get(name) or () if v.tool.content_sha256 == sha), None)
 
     def _arrived(self, name: str, tool: ToolDef) -> None:
         """A new definition: start, move or end a canary. Mid-rollout the stable stays and the
@@ -185,7 +229,8 @@ class VersionBook:
             counts[1] += 1
         if len(self.counts) > 4 * KEEP * max(1, len(self._history)) + 64:   # forget definitions long gone
             # copies first: a rescan (another thread) may change these while the event loop counts
-            kept = {(n, v.tool.content_sha256) for n, h in list(self._history.items()) for v in list(h)}
+            kept = {(n, v.tool.content_sha256) for n in self._history.names()
+                    for v in list(self._history.get(n) or ())}
             for key in [k for k in list(self.counts) if k not in kept]:
                 self.counts.pop(key, None)
 
@@ -220,9 +265,9 @@ class VersionBook:
 
     def _record(self, name: str, tool: ToolDef) -> bool:
         """Keep a definition the file now holds; True when it is another than the newest kept."""
-        history = self._history.setdefault(name, [])
-        if history and history[0].tool.content_sha256 == tool.content_sha256:
+        if self._history.newest_sha(name) == tool.content_sha256:   # (most tools, at each scan: cheap)
             return False
+        history = self._history.setdefault(name)
         for i, known in enumerate(history):
             if known.tool.content_sha256 == tool.content_sha256:   # an earlier definition back (a revert)
                 history.insert(0, history.pop(i))
@@ -244,7 +289,7 @@ class VersionBook:
     # ------------------------------------------------------------ the operator's side
 
     def versions(self, name: str) -> list[Version]:
-        return list(self._history.get(name, ()))
+        return list(self._history.get(name) or ())
 
     def pinned(self, name: str) -> str:
         pin = self._pins.get(name)
@@ -311,10 +356,12 @@ class VersionBook:
     def restore(self, entries: Iterable[state_pb2.ToolHistory]) -> None:
         """Start from a saved state's histories and pins (before the first scan records anything)."""
         for entry in entries:
-            history = [Version(v.tool, v.loaded_unix_ms) for v in entry.versions][:KEEP]
-            if not history:
+            if not entry.versions:
                 continue
-            self._history[entry.name] = history
+            self._history.restore(entry)
+            if not entry.pinned_sha256 and not entry.canary_stable_sha256:
+                continue   # decoded when first read
+            history = self._history.setdefault(entry.name)
             target = next((v.tool for v in history if v.tool.content_sha256 == entry.pinned_sha256), None)
             if entry.pinned_sha256 and target is not None:
                 served = ToolDef()

@@ -115,6 +115,31 @@ def test_versions_and_pins_survive_a_restart_through_the_state(tools_root: Path,
     assert again.unpin("vt").tools["vt"].command == "echo two"
 
 
+def test_histories_restored_unpinned_keep_their_versions_and_take_a_new_one(tools_root: Path, write_tool: WriteTool,
+                                                                           tmp_path: Path) -> None:
+    """A history no pin needs is decoded when first read: the same versions, the same rollback."""
+    state = str(tmp_path / "state.pb")
+    first = Registry([str(tools_root)])
+    write_tool("vt", versioned("vt", "1.0.0", "one"))
+    first.rescan()
+    write_tool("vt", versioned("vt", "1.1.0", "two"))
+    first.rescan()
+    first.save_state(state)
+
+    again = Registry([str(tools_root)])
+    assert again.load_state(state)
+    assert [v.tool.version for v in again.versions.versions("vt")] == ["1.1.0", "1.0.0"]
+    write_tool("vt", versioned("vt", "1.2.0", "three"))
+    assert again.rescan().tools["vt"].command == "echo three"
+    assert [v.tool.version for v in again.versions.versions("vt")] == ["1.2.0", "1.1.0", "1.0.0"]
+    assert again.rollback("vt").tools["vt"].command == "echo two"
+
+    third = Registry([str(tools_root)])   # the file moved on since the state: recorded over the stored history
+    assert third.load_state(state)
+    assert third.rollback("vt").tools["vt"].command == "echo two"
+    assert [v.tool.version for v in third.versions.versions("vt")] == ["1.2.0", "1.1.0", "1.0.0"]
+
+
 # ---------------------------------------------------------------- through the server and the CLI
 
 class Served:
