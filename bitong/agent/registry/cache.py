@@ -206,7 +206,8 @@ class CacheAgent:
             asyncio.get_running_loop().add_reader(self._inotify.fd, self._on_readable)
         seeded = False
         if self.state_path:
-            seeded = await asyncio.to_thread(self.registry.load_state, self.state_path)
+            # the files are checked once the server answers (Calls wait for it; see Registry.verify)
+            seeded = await asyncio.to_thread(self.registry.load_state, self.state_path, verify=False)
             log.info("registry state %s: %s", self.state_path, "loaded" if seeded else "not used")
         if not seeded:   # a big registry serves on a rough index first (words), refined in the background
             await asyncio.to_thread(self.registry.rescan, None, rough=True)
@@ -321,6 +322,14 @@ class CacheAgent:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         await self._serving.wait()
+        if not self.registry.verified:   # restarted from a state: the files as they are now, first
+            try:
+                snap = await loop.run_in_executor(None, self.registry.verify)
+                if self.on_swap is not None and snap.generation != self._started:
+                    self.on_swap(snap)
+                self._started = snap.generation
+            except Exception:
+                log.exception("checking the files against the state failed; Calls check them again")
         if self._inotify is not None:
             await asyncio.to_thread(self._rewatch)
             log.info("watching %d folders", len(self._inotify.by_path))

@@ -418,6 +418,8 @@ class ToolAgent:
                     deadline: float | None, sink: Sink | None, trail: Trail, canary_key: str = "") -> pb.CallResult:
         started = time.monotonic()
         self.check_params(raw_params)
+        if not self.registry.verified:   # restarted from a state: only what the files define now runs
+            await asyncio.to_thread(self.registry.verify)
         snap = self.registry.snapshot
         tool = snap.lookup(name)
         if tool is not None and snap.canaries:   # a rollout: this caller's side of it

@@ -347,7 +347,9 @@ async def test_a_restart_with_nothing_changed_does_not_write_the_state(root: Pat
     swaps = Swaps()
     registry = Registry([str(root)])
     third = CacheAgent(registry, debounce_s=0.02, poll_s=30, safety_poll_s=30, state_path=str(state), on_swap=swaps)
-    await third.start()
+    served = await third.start()
+    assert "beta" not in served.tools, "the saved snapshot answers first; the files are checked after"
+    await swaps.until(registry, lambda snap: "beta" in snap.tools)   # the check, once serving
     await third.stop()
     assert state.stat().st_ino != written.st_ino
     reloaded = Registry([str(root)])

@@ -473,6 +473,29 @@ def agent_over(root: Path, **options: object) -> ToolAgent:
     return ToolAgent(registry, **options)
 
 
+async def test_after_a_restart_from_state_a_call_runs_only_what_the_files_define_now(tmp_path: Path) -> None:
+    """The saved snapshot answers at once, unchecked; a Call waits until the files are checked."""
+    root, state = tmp_path / "tools", str(tmp_path / "state.pb")
+    put(root, "kept", command="echo before")
+    put(root, "gone")
+    first = Registry([str(root)])
+    first.rescan()
+    first.save_state(state)
+    put(root, "kept", command="echo after")   # changed while bitong was down
+    (root / "gone" / "TOOL.hdlp").unlink()   # and deleted
+    registry = Registry([str(root)])
+    assert registry.load_state(state, verify=False)
+    checked_at_start = registry.verified
+    assert not checked_at_start
+    assert {"kept", "gone"} <= set(registry.snapshot.tools)   # as saved, until checked
+    agent = ToolAgent(registry)
+    refused = await agent.call("gone", {})
+    assert not refused.found and "no tool named 'gone'" in refused.error
+    assert registry.verified and "gone" not in registry.snapshot.tools
+    ran = await agent.call("kept", {})
+    assert ran.ok and ran.output == b"after\n"
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """25 tools that differ by one word: more than MAX_TOP_K of them match a request about reports."""
