@@ -17,7 +17,7 @@ import signal
 import socket
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf import struct_pb2
@@ -31,13 +31,11 @@ from . import admin
 from ..registry import approval
 from .admin import ApprovalsServicer
 from ..registry.approval import Policy as ApprovalPolicy
-from .approvals_page import ApprovalsPage
 from ..registry.cooldown import DEFAULT_WINDOW_S, Cooldown
 from .lifecycle import LifecycleServicer
 from ..registry.snapshot import Snapshot
 from .scheduler import Outbox, Scheduler
 from ..registry.tools_repo import RepoSync, ToolsRepo
-from ..registry.webhook import Webhook
 from .audit import DEFAULT_KEEP, DEFAULT_MAX_BYTES, AuditLog, Redactor, Trail
 from ..registry.cache import CacheAgent
 from .callers import CallerPolicy, PermissionDenied
@@ -56,6 +54,11 @@ from ..registry.watch import ToolWatch
 
 __all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "ListenError", "Security", "Servicer", "Sidecar", "serve",
            "grpc_address"]
+
+
+if TYPE_CHECKING:   # http.server: imported only where the page or the webhook is asked for
+    from ..registry.webhook import Webhook
+    from .approvals_page import ApprovalsPage
 
 log = logging.getLogger("bitong.server")
 
@@ -341,6 +344,7 @@ class Sidecar:
         if webhook:
             if self.repo_sync is None:
                 raise ValueError("--webhook makes the tools repository fetch: it needs --tools-repo")
+            from ..registry.webhook import Webhook
             self.webhook = Webhook(webhook, webhook_secret, lambda: tools_repo.branch if tools_repo else "",
                                    self.repo_sync.trigger)
         self.audit_path = audit_path
@@ -505,6 +509,7 @@ class Sidecar:
             log.info("approvals: bitong approve|deny|pending --admin-socket %s; versions: bitong "
                      "versions|rollback|unpin", self.admin_socket)
         if self.approvals_http:
+            from .approvals_page import ApprovalsPage
             self.page = ApprovalsPage(book, self.approvals_http, self.approvals_token)
             self.page.start()
             log.info("approvals page on %s", self.page.url)
