@@ -49,7 +49,8 @@ from .listen import DEFAULT_LISTEN, ListenError, Security, check, grpc_address, 
 from .observe import Observer
 from .peercred import UnixFront
 from ..registry.snapshot import Registry
-from .service import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, ToolAgent
+from .limits import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits
+from .service import ToolAgent
 from ..registry.watch import ToolWatch
 
 __all__ = ["DEFAULT_LISTEN", "SERVICE_NAME", "ListenError", "Security", "Servicer", "Sidecar", "serve",

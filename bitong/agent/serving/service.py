@@ -16,7 +16,6 @@ import base64
 import binascii
 import bisect
 import collections
-import dataclasses
 import difflib
 import logging
 import os
@@ -36,58 +35,17 @@ from ..calling.humanconfirm import HumanConfirmations
 from ..calling.executors import Executors
 from ..calling.executors.base import Outcome, Sink
 from ..registry.snapshot import Registry
+from .limits import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, LimitExceeded, Limits, check_intent
+from .match import DEFAULT_TOP_K, MAX_TOP_K, match_reply
 
 __all__ = ["ToolAgent", "Limits", "LimitExceeded", "Admission", "DEFAULT_TOP_K", "MAX_TOP_K", "log_text"]
 
 log = logging.getLogger("bitong.call")
 
-DEFAULT_TOP_K = 3
-MAX_TOP_K = 20
-
-INVALID_ARGUMENT = "INVALID_ARGUMENT"
-RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
-
 # ListTools: tools in one reply when the request says 0 (500 synthetic tools are ~0.25 MB,
 # far under gRPC's 4 MiB default receive limit, so any client reads a page).
 DEFAULT_PAGE_SIZE = 500
 _TOKEN_PREFIX = "n1."
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one request may ask of the sidecar, so no caller can stall or exhaust it.
-
-    Defaults fit a 2-core machine: a call is mostly a child process the
-    sidecar waits on, a Match a few ms of CPU. Each is a ``bitong serve``
-    option (the field name with dashes) and a ``Sidecar``/``ToolAgent``
-    argument.
-    """
-
-    max_intent_bytes: int = 4096          # one Match intent, UTF-8
-    max_params: int = 64                  # top-level parameters of one call
-    max_params_bytes: int = 4 * 1024 * 1024   # all parameter text/values of one call
-    max_params_depth: int = 32            # lists/objects inside parameters
-    max_in_flight: int = 16               # calls running at once, all tools
-    max_in_flight_per_tool: int = 8       # calls running at once, one tool
-    max_queued: int = 64                  # calls waiting for a slot; beyond: RESOURCE_EXHAUSTED
-    max_pending_confirmations: int = 1024  # confirm tokens issued and not yet used or expired
-    match_workers: int = 2                # threads that run Match off the event loop
-    max_match_queued: int = 32            # Matches running or waiting; beyond: RESOURCE_EXHAUSTED
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"limit {field.name} must be a positive integer, not {value!r}")
-
-
-class LimitExceeded(Exception):
-    """A request past one of the :class:`Limits`; ``code`` is the gRPC status name to answer with."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def log_text(value: object, limit: int = 200) -> str:
@@ -243,12 +201,7 @@ class ToolAgent:
 
     def check_intent(self, intent: str) -> None:
         """Refuse an intent past ``max_intent_bytes`` before the index sees it (LimitExceeded)."""
-        limit = self.limits.max_intent_bytes
-        # len(str) <= UTF-8 bytes <= 4 * len(str): only encode when the length alone cannot decide
-        if len(intent) > limit or (len(intent) * 4 > limit and len(intent.encode("utf-8", "replace")) > limit):
-            size = len(intent.encode("utf-8", "replace"))
-            raise LimitExceeded(INVALID_ARGUMENT, f"intent is {size} bytes; the limit is max_intent_bytes "
-                                                  f"{limit}: say what the tool should do in fewer words")
+        check_intent(intent, self.limits.max_intent_bytes)
 
     def match(self, intent: str, top_k: int = 0, *, explain: bool = False,
               caller: Caller | None = None, canary_key: str = "") -> pb.MatchResponse:
@@ -258,25 +211,8 @@ class ToolAgent:
         ``caller``: only the tools its policy lets it call are candidates.
         """
         self.check_intent(intent)
-        snap = self.registry.snapshot
-        k = DEFAULT_TOP_K if top_k <= 0 else min(top_k, MAX_TOP_K)
-        allowed = self.allowed(caller)
-        result = snap.index.match(intent, k, threshold=self.threshold, allowed=allowed)
-        reply = pb.MatchResponse(found=result.found, suggestion=result.suggestion)
-        if explain:
-            reply.explanation = result.explanation
-        # seed §2 step 3: no match is {found: false, suggestion}; near misses only when asked to explain
-        into = reply.candidates if result.found else (reply.near_misses if explain else None)
-        if into is None:
-            return reply
-        for hit in result.hits:
-            tool = snap.tools.get(hit.name)
-            if tool is None:  # index and tools come from one snapshot; this cannot drift
-                continue
-            if snap.canaries:   # the definition this caller would be given
-                tool = self.registry.versions.pick(snap.canaries, tool, canary_key)
-            into.add(name=hit.name, score=hit.score, tool=tool, matched_terms=hit.matched_terms)
-        return reply
+        return match_reply(self.registry, intent, top_k, threshold=self.threshold, explain=explain,
+                           allowed=self.allowed(caller), canary_key=canary_key)
 
     def allowed(self, caller: Caller | None) -> Callable[[str], bool] | None:
         """The caller's yes/no on a tool name, or None when every tool is allowed."""
