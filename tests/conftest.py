@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,9 +22,18 @@ SHARED_MISSING = (f"{SHARED} is missing: the tests that read the spec, the eval 
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In CI a missing ../shared fails the run at once: a green suite that skipped 66 tests proves nothing."""
+    """In CI a missing ../shared fails the run at once: a green suite that skipped 66 tests proves nothing.
+    bitong's caches (the unpacked model, the in-process match's registries) go to a folder of this
+    session's, never the user's (the commands the tests start inherit it)."""
     if not SHARED.is_dir() and in_ci():
         raise pytest.UsageError(f"CI=true and {SHARED_MISSING}")
+    os.environ["BITONG_CACHE_DIR"] = tempfile.mkdtemp(prefix="bitong-test-cache-")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    cache = os.environ.get("BITONG_CACHE_DIR", "")
+    if os.path.basename(cache).startswith("bitong-test-cache-"):
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -8,6 +8,7 @@ through a running sidecar, exactly as any other client would.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from bitong import parser as hdlp
     from bitong.v1 import agent_pb2 as pb
 
+    from ..registry.snapshot import Registry
     from ..serving.service import ToolAgent
 else:
     # Loaded at first use: `bitong --version` and `--help` need neither protobuf nor the parser, and
@@ -98,11 +100,11 @@ def _embedder_loader(args: argparse.Namespace) -> Any:
 
 def _config(args: argparse.Namespace) -> Any:
     """The --config file, checked; a broken one stops the command with the reason (never a secret)."""
-    from .. import config
-
     path = getattr(args, "config", None)
     if not path:
         return None
+    from .. import config
+
     try:
         return config.load(path)
     except config.ConfigError as exc:
@@ -141,16 +143,56 @@ def _admin_paths(args: argparse.Namespace) -> list[str]:
     return [path, folder] if os.path.basename(folder).startswith("bitong") else [path]
 
 
-def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
-    from ..calling.executors import Executors
-    from ..registry.snapshot import Registry
-    from ..serving.service import ToolAgent
-
+def _local_registry(args: argparse.Namespace, matching: bool = False) -> Registry:
+    """The registry as a one-shot command sees it; ``matching``: with its vectors and calibration, kept
+    between runs in the cache (:func:`_match_cache`). Nothing that runs a tool is loaded here."""
     from ..registry import approval
+    from ..registry.snapshot import Registry
 
+    config = _config(args)
+    registry = Registry(_roots(args), vocabulary=_vocabulary(args),
+                        embedder=_embedder(args) if matching else None,
+                        approval=config.approve if config is not None else approval.development())
+    cache = _match_cache(args, registry.roots) if matching else None
+    snap = registry.snapshot if cache is not None and registry.load_state(cache) else registry.rescan()
+    for err in snap.errors:
+        print(f"bitong: {err}", file=sys.stderr)
+    if matching:  # one-shot: vectors and calibration now, not in the background
+        # a tool changed since the cache was kept: fitted again, so the answers are a fresh start's
+        registry.refresh_semantics(refit=registry.state_dirty)
+        if cache is not None:
+            _keep_cache(registry, cache)
+    return registry
+
+
+_CACHE_FILES = 16   # registries kept in the cache; the least recently used go first
+
+
+def _keep_cache(registry: Registry, path: str) -> None:
+    """Write the cache if it changed, mark it used, and drop the least recently used past
+    :data:`_CACHE_FILES` (roots that are gone, or long unused). Never fails the command: a
+    read-only home only means the next run analyses again."""
+    try:
+        if registry.state_dirty:
+            registry.save_state(path)
+        else:
+            os.utime(path)
+        folder = os.path.dirname(path)
+        kept = sorted((e for e in os.scandir(folder) if e.name.startswith("match-") and e.name.endswith(".state")),
+                      key=lambda e: e.stat().st_mtime_ns, reverse=True)
+        for old in kept[_CACHE_FILES:]:
+            os.unlink(old.path)
+    except OSError:
+        pass
+
+
+def _local_agent(args: argparse.Namespace) -> ToolAgent:
+    """A ToolAgent in this process, to run a tool: the sandbox decided, the executors ready."""
     import dataclasses
 
+    from ..calling.executors import Executors
     from ..config import Config
+    from ..serving.service import ToolAgent
 
     _sandbox(args)
     config = _config(args)
@@ -158,15 +200,20 @@ def _local_agent(args: argparse.Namespace, matching: bool = False) -> ToolAgent:
     # interpreter (~45 ms) it saves.
     base = config if config is not None else Config()
     executors = Executors(dataclasses.replace(base, python=dataclasses.replace(base.python, zygote=False)))
-    registry = Registry(_roots(args), vocabulary=_vocabulary(args),
-                        embedder=_embedder(args) if matching else None,
-                        approval=config.approve if config is not None else approval.development())
-    snap = registry.rescan()
-    for err in snap.errors:
-        print(f"bitong: {err}", file=sys.stderr)
-    if matching:  # one-shot: vectors and calibration now, not in the background
-        registry.refresh_semantics()
-    return ToolAgent(registry, executors=executors, threshold=getattr(args, "threshold", None))
+    return ToolAgent(_local_registry(args), executors=executors, threshold=getattr(args, "threshold", None))
+
+
+def _match_cache(args: argparse.Namespace, roots: Sequence[str]) -> str | None:
+    """Where in-process match and eval keep the analysed registry between runs (a registry state, as
+    ``serve --state`` writes it): a tool author's next run re-reads only the files that changed, and
+    fits the calibration again only when a tool did. One file per roots and matching options."""
+    if getattr(args, "no_cache", False):
+        return None
+    from ..matching.model_cache import cache_root
+
+    key = json.dumps([list(roots), getattr(args, "vocabulary", None) or [], bool(getattr(args, "no_vocabulary", False)),
+                      bool(getattr(args, "no_semantic", False))])
+    return str(cache_root() / f"match-{hashlib.sha256(key.encode()).hexdigest()[:16]}.state")
 
 
 # The server sends up to 64 MiB (a Call's collected output); gRPC's client default would refuse past 4 MiB.
@@ -283,7 +330,7 @@ def cmd_match(args: argparse.Namespace) -> int:
             return _match(args)
         except grpc.RpcError as exc:
             return _rpc_error(exc, args.server)
-    from ..serving.service import LimitExceeded   # in process only: --server never loads the service (nor the matcher)
+    from ..serving.limits import LimitExceeded   # in process only: --server never loads the matcher
 
     try:
         return _match(args)
@@ -300,9 +347,15 @@ def _match(args: argparse.Namespace) -> int:
         remote = _Remote(args)
         ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
                                                           explain=explain), metadata=remote.metadata)
-    else:
-        agent = _local_agent(args, matching=True)
-        ask = lambda q: agent.match(q, args.top_k, explain=explain)  # noqa: E731
+    else:   # as the server answers, without what runs tools (the sandbox, the executors)
+        from ..serving.limits import Limits, check_intent
+        from ..serving.match import match_reply
+
+        registry = _local_registry(args, matching=True)
+
+        def ask(q: str) -> pb.MatchResponse:
+            check_intent(q, Limits().max_intent_bytes)
+            return match_reply(registry, q, args.top_k, threshold=args.threshold, explain=explain)
     if args.query == "-":
         for raw in sys.stdin:
             query = raw.rstrip("\r\n")
@@ -642,9 +695,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..matching import evaluate
 
-    agent = _local_agent(args, matching=True)
+    registry = _local_registry(args, matching=True)
     try:
-        report = evaluate.evaluate(agent.registry.snapshot.index, args.queries, threshold=args.threshold)
+        report = evaluate.evaluate(registry.snapshot.index, args.queries, threshold=args.threshold)
     except evaluate.EvalError as exc:
         print(f"bitong eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -1127,8 +1180,15 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--tls-cert", metavar="PEM", help="the client certificate for mTLS (env BITONG_TLS_CERT)")
         p.add_argument("--tls-key", metavar="PEM", help="its private key (env BITONG_TLS_KEY)")
 
+    def cached(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-cache", action="store_true",
+                       help="analyse every tool afresh and keep nothing (by default the analysed registry is kept "
+                            "in $BITONG_CACHE_DIR, else $XDG_CACHE_HOME/bitong, else ~/.cache/bitong, and a "
+                            "later run reads again only the files that changed)")
+
     p = sub.add_parser("match", parents=[common], help="intent to the best 1-3 tools")
     roots(p)
+    cached(p)
     p.add_argument("query", metavar="QUERY", help="the intent, or - to read one query a line from stdin (JSON lines out)")
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--json", action="store_true")
@@ -1214,6 +1274,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", parents=[common], help="score Match on a query<TAB>expected file (hit@1, hit@3, none_acc, mrr)")
     roots(p)
+    cached(p)
     p.add_argument("queries", metavar="QUERIES.tsv")
     p.add_argument("-q", "--quiet", action="store_true", help="the summary line only")
     p.set_defaults(func=cmd_eval)

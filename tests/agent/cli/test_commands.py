@@ -18,7 +18,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support import EVAL_REGISTRY, WriteTool
+from tests.support import EVAL_REGISTRY, WriteTool, tool_text
 
 BITONG = [sys.executable, "-m", "bitong"]
 
@@ -95,6 +95,44 @@ def test_match_reads_queries_from_stdin_and_writes_json_lines(tools_root: Path) 
     assert set(rows[0]) == {"query", "found", "candidates", "suggestion"}
     assert rows[0]["found"] and rows[0]["candidates"][0]["name"] == "shell-exec"
     assert not rows[1]["found"] and rows[1]["suggestion"] == "此工具尚不在仓库中，需铸渊新建"
+
+
+def test_in_process_match_keeps_the_analysed_registry_and_reads_again_only_what_changed(
+        tools_root: Path, tmp_path: Path) -> None:
+    """A tool author's loop: edit a TOOL.hdlp, run match again; the cache never serves a stale answer."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "BITONG_CACHE_DIR": str(cache)}
+
+    def match(*extra: str) -> dict:
+        done = subprocess.run([*BITONG, "match", "--tools", str(tools_root), "--no-semantic", "--json", *extra,
+                               "在 /tmp 里统计 a.txt 有多少行"], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)
+
+    first = match()
+    files = list(cache.glob("match-*.state"))
+    assert len(files) == 1, "the analysed registry is kept"
+    written = files[0].stat().st_ino
+    assert match() == first and files[0].stat().st_ino == written, "the same answer, and nothing written again"
+
+    folder = tools_root / "line-count"
+    folder.mkdir()
+    (folder / "TOOL.hdlp").write_text(tool_text("line-count", display="统计行数", intent="统计一个文本文件有多少行",
+                                                command="wc -l {path}", params="{ path: { type: string } }"))
+    added = match()
+    assert added["found"] and added["candidates"][0]["name"] == "line-count", "a new tool is seen at once"
+    assert files[0].stat().st_ino != written, "and kept"
+    fresh = match("--no-cache")
+    assert fresh == added, "the cache answers as a run without it"
+
+    files[0].write_bytes(b"not a state")   # damaged: analysed again, never an error
+    assert match() == added
+    assert files[0].read_bytes() != b"not a state"
+
+    (cache / "other").mkdir()
+    nothing = subprocess.run([*BITONG, "match", "--tools", str(tools_root), "--no-cache", "--no-semantic", "x"],
+                             capture_output=True, text=True, timeout=60, env={**env, "BITONG_CACHE_DIR": str(cache / "other")})
+    assert nothing.returncode in (0, 1) and list((cache / "other").iterdir()) == [], "--no-cache keeps nothing"
 
 
 def test_call_prints_raw_output_and_passes_the_exit_code_through(tools_root: Path) -> None:
