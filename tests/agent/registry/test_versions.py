@@ -97,14 +97,20 @@ def test_the_match_index_follows_a_rollback(tools_root: Path, write_tool: WriteT
     assert hit.found and hit.hits[0].name == "vt"
 
 
+def two_versions(tools_root: Path, write_tool: WriteTool) -> Registry:
+    """A registry that saw vt 1.0.0 ("echo one"), then 1.1.0 ("echo two")."""
+    registry = Registry([str(tools_root)])
+    write_tool("vt", versioned("vt", "1.0.0", "one"))
+    registry.rescan()
+    write_tool("vt", versioned("vt", "1.1.0", "two"))
+    registry.rescan()
+    return registry
+
+
 def test_versions_and_pins_survive_a_restart_through_the_state(tools_root: Path, write_tool: WriteTool,
                                                               tmp_path: Path) -> None:
     state = str(tmp_path / "state.pb")
-    first = Registry([str(tools_root)])
-    write_tool("vt", versioned("vt", "1.0.0", "one"))
-    first.rescan()
-    write_tool("vt", versioned("vt", "1.1.0", "two"))
-    first.rescan()
+    first = two_versions(tools_root, write_tool)
     first.rollback("vt")
     first.save_state(state)
 
@@ -119,12 +125,7 @@ def test_histories_restored_unpinned_keep_their_versions_and_take_a_new_one(tool
                                                                            tmp_path: Path) -> None:
     """A history no pin needs is decoded when first read: the same versions, the same rollback."""
     state = str(tmp_path / "state.pb")
-    first = Registry([str(tools_root)])
-    write_tool("vt", versioned("vt", "1.0.0", "one"))
-    first.rescan()
-    write_tool("vt", versioned("vt", "1.1.0", "two"))
-    first.rescan()
-    first.save_state(state)
+    two_versions(tools_root, write_tool).save_state(state)
 
     again = Registry([str(tools_root)])
     assert again.load_state(state)
