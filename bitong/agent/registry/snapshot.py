@@ -782,7 +782,8 @@ class Registry:
         with self._lock:
             snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
                 self._calibrated_model
-            history = self.versions.to_state(snap.tools)
+            in_files = {fs.tool.content_sha256 for fs in snap._files.values() if fs.tool is not None}
+            history = self.versions.to_state(snap.tools, lambda tool: tool.content_sha256 in in_files)
         head = state_pb2.RegistryState(parser_fingerprint=parser_fingerprint(), roots=self.roots,
                                        analysis_fingerprint=snap.index.fingerprint, history=history,
                                        index=snap.index.saved_postings())
@@ -845,7 +846,7 @@ class Registry:
             return False
         if tuple(state.roots) == self.roots:   # versions outlive a parser upgrade: they are definitions, not parses
             with self._lock:
-                self.versions.restore(state.history)
+                self.versions.restore(state.history, _definitions(state))
         if state.parser_fingerprint != parser_fingerprint() or tuple(state.roots) != self.roots:
             log.info("ignoring registry state %s: written for another parser or other roots", path)
             return False
@@ -918,3 +919,17 @@ class Registry:
         stale = state.analysis_fingerprint != matcher.analysis_fingerprint(self._vocabulary)
         with self._lock:
             self.snapshot = self._first_snapshot(files, analysis, state.index, stale)
+
+
+def _definitions(state: state_pb2.RegistryState) -> Callable[[str], ToolDef | None]:
+    """The state's file definitions by content_sha256 (what a stored version names), indexed at the
+    first lookup: a restart that reads no history never walks them."""
+    by_sha: dict[str, ToolDef] | None = None
+
+    def find(sha: str) -> ToolDef | None:
+        nonlocal by_sha
+        if by_sha is None:
+            by_sha = {e.tool.content_sha256: e.tool for e in state.files if e.HasField("tool")}
+        return by_sha.get(sha)
+
+    return find

@@ -18,7 +18,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from bitong.v1 import state_pb2
 from bitong.v1.agent_pb2 import ToolDef
@@ -111,22 +111,31 @@ class _Histories:
     def __init__(self) -> None:
         self._decoded: dict[str, list[Version]] = {}
         self._stored: dict[str, state_pb2.ToolHistory] = {}
+        self._files: Callable[[str], ToolDef | None] = lambda sha: None
 
-    def restore(self, entry: state_pb2.ToolHistory) -> None:
+    def restore(self, entry: state_pb2.ToolHistory, files: Callable[[str], ToolDef | None]) -> None:
+        """Keep a stored history; ``files`` finds a definition its file holds (by content_sha256)."""
         self._decoded.pop(entry.name, None)
         self._stored[entry.name] = entry
+        self._files = files
 
     def newest_sha(self, name: str) -> str:
         entry = self._stored.get(name)
         if entry is not None:
-            return entry.versions[0].tool.content_sha256
+            v = entry.versions[0]
+            return v.tool_sha256 or v.tool.content_sha256
         history = self._decoded.get(name)
         return history[0].tool.content_sha256 if history else ""
 
     def get(self, name: str) -> list[Version] | None:
         entry = self._stored.get(name)
         if entry is not None:   # decoded before it leaves the stored side: a reader elsewhere always finds it
-            self._decoded[name] = [Version(v.tool, v.loaded_unix_ms) for v in entry.versions][:KEEP]
+            history = []
+            for v in entry.versions:
+                tool = self._files(v.tool_sha256) if v.tool_sha256 else v.tool
+                if tool is not None:   # (a file's definition the state lacks: never written so, skipped)
+                    history.append(Version(tool, v.loaded_unix_ms))
+            self._decoded[name] = history[:KEEP]
             del self._stored[name]
         return self._decoded.get(name)
 
@@ -334,8 +343,10 @@ class VersionBook:
 
     # ------------------------------------------------------------ persisted state
 
-    def to_state(self, names: Iterable[str]) -> list[state_pb2.ToolHistory]:
-        """The histories of ``names`` (the tools serving: a tool whose file went takes its history along)."""
+    def to_state(self, names: Iterable[str], in_files: Callable[[ToolDef], bool] = lambda tool: False
+                 ) -> list[state_pb2.ToolHistory]:
+        """The histories of ``names`` (the tools serving: a tool whose file went takes its history along).
+        A definition ``in_files`` says the state's files hold is written as its sha256 alone."""
         out = []
         for name in sorted(names):
             history = self._history.get(name)
@@ -343,7 +354,10 @@ class VersionBook:
                 continue
             entry = state_pb2.ToolHistory(name=name)
             for v in history:
-                entry.versions.add(tool=v.tool, loaded_unix_ms=v.loaded_unix_ms)
+                if in_files(v.tool):
+                    entry.versions.add(tool_sha256=v.tool.content_sha256, loaded_unix_ms=v.loaded_unix_ms)
+                else:
+                    entry.versions.add(tool=v.tool, loaded_unix_ms=v.loaded_unix_ms)
             pin = self._pins.get(name)
             if pin is not None:
                 entry.pinned_sha256, entry.pin_ceiling = pin.sha256, pin.ceiling
@@ -353,12 +367,14 @@ class VersionBook:
             out.append(entry)
         return out
 
-    def restore(self, entries: Iterable[state_pb2.ToolHistory]) -> None:
-        """Start from a saved state's histories and pins (before the first scan records anything)."""
+    def restore(self, entries: Iterable[state_pb2.ToolHistory],
+                files: Callable[[str], ToolDef | None] = lambda sha: None) -> None:
+        """Start from a saved state's histories and pins (before the first scan records anything);
+        ``files``: the state's file definition with a content_sha256, for versions stored as one."""
         for entry in entries:
             if not entry.versions:
                 continue
-            self._history.restore(entry)
+            self._history.restore(entry, files)
             if not entry.pinned_sha256 and not entry.canary_stable_sha256:
                 continue   # decoded when first read
             history = self._history.setdefault(entry.name)

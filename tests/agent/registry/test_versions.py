@@ -15,6 +15,7 @@ from bitong.agent.registry.snapshot import Registry
 from bitong.agent.registry.versions import RollbackError, semver_key
 from bitong.v1 import agent_pb2 as pb
 from bitong.v1 import agent_pb2_grpc as pb_grpc
+from bitong.v1 import state_pb2
 from tests.support import WriteTool, tool_text
 
 BITONG = [sys.executable, "-m", "bitong"]
@@ -126,6 +127,9 @@ def test_histories_restored_unpinned_keep_their_versions_and_take_a_new_one(tool
     """A history no pin needs is decoded when first read: the same versions, the same rollback."""
     state = str(tmp_path / "state.pb")
     two_versions(tools_root, write_tool).save_state(state)
+    stored = next(h for h in state_pb2.RegistryState.FromString(Path(state).read_bytes()).history if h.name == "vt")
+    assert [(v.tool_sha256 != "", v.HasField("tool")) for v in stored.versions] == [(True, False), (False, True)], \
+        "the definition its file holds is stored once (by its sha256), the older one in full"
 
     again = Registry([str(tools_root)])
     assert again.load_state(state)
