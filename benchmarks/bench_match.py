@@ -480,17 +480,24 @@ def speed_and_build(real: list[ToolDef], n_tools: int, quick: bool, repeat: int,
         rows.append({"what": f"calibration, {n} tools (background, after the vectors)", "bitong": cal_s,
                      "unit": " s"})
 
-    # ---- restart from stored analyses (with vectors)
+    # ---- restart from stored analyses (with vectors), as a registry state holds them: the analyses and
+    # the saved posting lists (a restart's path), and the analyses alone (a state whose postings do not fit)
     blobs = [index.analysis(t.name).to_bytes() for t in big_tools]  # type: ignore[union-attr]
     stored = list(zip(big_tools, blobs))
-    restore_s, restore_min = timed(lambda: Index.restore(stored, vocabulary=vocab, embedder=emb))
-    restored = Index.restore(stored, vocabulary=vocab, embedder=emb)
+    saved = index.saved_postings()
+    restore_s, restore_min = timed(lambda: Index.restore(stored, vocabulary=vocab, embedder=emb, saved=saved))
+    rebuild_s, _ = timed(lambda: Index.restore(stored, vocabulary=vocab, embedder=emb))
+    restored = Index.restore(stored, vocabulary=vocab, embedder=emb, saved=saved)
     assert restored.semantic_ready == index.semantic_ready and not restored.pending_vectors()
+    assert restored.postings_restored
     print(f"  restart from stored analyses{' with vectors' if emb else ''} (Index.restore): {restore_s:.3f} s "
-          f"(fastest {restore_min:.3f} s), {sum(map(len, blobs)) / len(blobs):.0f} bytes a tool stored; "
-          f"semantic ready at once: {restored.semantic_ready}")
+          f"(fastest {restore_min:.3f} s; {rebuild_s:.3f} s when the postings are built again), "
+          f"{sum(map(len, blobs)) / len(blobs):.0f} bytes a tool stored; semantic ready at once: "
+          f"{restored.semantic_ready}")
     rows.append({"what": f"restart from stored analyses with vectors, {n} tools", "bitong": restore_s, "unit": " s",
                  "target": "< 0.5 s", "met": restore_s < 0.5})
+    rows.append({"what": f"restart from stored analyses with vectors, postings built again, {n} tools",
+                 "bitong": rebuild_s, "unit": " s"})
 
     # ---- one changed tool
     changed = ToolDef()

@@ -135,20 +135,42 @@ class ToolAnalysis(NamedTuple):
     vectors_model: str = ""
 
     def to_bytes(self) -> bytes:
-        return _FORMAT + marshal.dumps(tuple(self), 4)
+        """The format, the fields but the vectors (marshal, length first), then the model id and the
+        vectors as they are: a restart reads the vectors (:meth:`stored_vectors`) without decoding the rest."""
+        head = marshal.dumps(tuple(self)[:-2], 4)
+        model = self.vectors_model.encode()
+        return b"".join((_FORMAT, len(head).to_bytes(4, "little"), head, len(model).to_bytes(2, "little"), model,
+                         self.vectors))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ToolAnalysis:
         """Decode :meth:`to_bytes`; raises ValueError for anything else (treat it as absent)."""
-        if not data.startswith(_FORMAT):
+        tail = _tail(data)
+        if tail is None:
             raise ValueError("not a bitong tool analysis of this format")
+        n = int.from_bytes(data[4:8], "little")
         try:
-            fields = marshal.loads(memoryview(data)[len(_FORMAT):])
+            fields = marshal.loads(memoryview(data)[8:8 + n])
         except Exception as exc:  # marshal raises EOFError, ValueError, TypeError ... on bad bytes
             raise ValueError(f"corrupt tool analysis: {exc}") from None
-        if type(fields) is not tuple or len(fields) != len(cls._fields) or type(fields[3]) is not dict:
+        if type(fields) is not tuple or len(fields) != len(cls._fields) - 2 or type(fields[3]) is not dict:
             raise ValueError("corrupt tool analysis")
-        return tuple.__new__(cls, fields)
+        model, at = tail
+        if (len(data) - at) % (4 * DIM):
+            raise ValueError("corrupt tool analysis: its vectors are cut short")
+        return tuple.__new__(cls, (*fields, bytes(data[at:]), model))
+
+    @staticmethod
+    def stored_vectors(data: bytes, model: str) -> np.ndarray | None:
+        """The vectors :meth:`to_bytes` wrote for ``model`` (rows of DIM), without decoding the analysis;
+        None when there are none for it (or the bytes are not an analysis)."""
+        tail = _tail(data)
+        if tail is None or tail[0] != model:
+            return None
+        vecs = np.frombuffer(data, dtype=np.float32, offset=tail[1]) if (len(data) - tail[1]) % 4 == 0 else None
+        if vecs is None or not vecs.size or vecs.size % DIM:
+            return None
+        return vecs.reshape(-1, DIM).copy()   # (a copy: the rest of the analysis is not kept for it)
 
     def fresh_for(self, tool: ToolDef, fingerprint: str) -> bool:
         return bool(self.sha256) and self.sha256 == tool.content_sha256 and self.name == tool.name \
@@ -159,7 +181,23 @@ class ToolAnalysis(NamedTuple):
         return [self.sem_text, *(negation_stripped(text) for _, _, text in self.non_goals)]
 
 
-_FORMAT = b"bt5\0"
+_FORMAT = b"bt6\0"
+
+
+def _tail(data: bytes) -> tuple[str, int] | None:
+    """(the vectors' model id, where the vectors start) of a :meth:`ToolAnalysis.to_bytes`, or None."""
+    if len(data) < 10 or not data.startswith(_FORMAT):
+        return None
+    at = 8 + int.from_bytes(data[4:8], "little")
+    if at + 2 > len(data):
+        return None
+    m = int.from_bytes(data[at:at + 2], "little")
+    if at + 2 + m > len(data):
+        return None
+    try:
+        return bytes(data[at + 2:at + 2 + m]).decode(), at + 2 + m
+    except UnicodeDecodeError:
+        return None
 
 
 class StoredAnalyses:
@@ -230,6 +268,18 @@ class StoredAnalyses:
     def decoded(self) -> Iterable[ToolAnalysis]:
         """The analyses set since the restore (the others are the stored ones, full analyses all)."""
         return self._added.values()
+
+    def vectors(self, model: str) -> Iterator[tuple[str, np.ndarray]]:
+        """Each tool's stored vectors for ``model``; the stored analyses are not decoded for them."""
+        for name, (_sha, read) in list(self._raw.items()):
+            a = self._cache.get(name)
+            vecs = ToolAnalysis.stored_vectors(read(), model) if a is None else _vectors_of(a, model)
+            if vecs is not None:
+                yield name, vecs
+        for name, a in list(self._added.items()):
+            vecs = _vectors_of(a, model)
+            if vecs is not None:
+                yield name, vecs
 
     def stored(self, name: str) -> tuple[str, bytes]:
         """(sha256, the analysis as stored), without decoding it (KeyError: not indexed)."""
@@ -436,6 +486,14 @@ DECISION_WEIGHTS = {"bias": -2.38, "s1": 0.65, "d12": -0.36, "p1": 2.6, "z": -0.
 DECISION_SHARE = 0.7
 
 
+def _vectors_of(a: ToolAnalysis, model: str) -> np.ndarray | None:
+    """A decoded analysis's vectors for ``model``, one row for the tool and one for each non-goal line."""
+    if not a.vectors or a.vectors_model != model:
+        return None
+    vecs = np.frombuffer(a.vectors, dtype=np.float32)
+    return vecs.reshape(-1, DIM) if vecs.size == DIM * (1 + len(a.non_goals)) else None
+
+
 def _reader(data: bytes | Callable[[], bytes]) -> Callable[[], bytes]:
     return data if callable(data) else (lambda: data)
 
@@ -464,7 +522,8 @@ class Index:
                  postings: dict[str, dict[str, float]], embedder: Embedder | None,
                  vectors: dict[str, np.ndarray], backend: _backend.Backend,
                  calibration: Calibration | None = None, lexical_calibration: Calibration | None = None) -> None:
-        """Internal: use :meth:`build`, :meth:`restore`, :meth:`updated` or :meth:`with_vectors`."""
+        """Internal: use :meth:`build`, :meth:`restore`, :meth:`updated`, :meth:`with_vectors` or
+        :meth:`with_embedder`."""
         self._vocabulary = vocabulary
         self._fingerprint = analysis_fingerprint(vocabulary)
         self._entries = entries
@@ -539,9 +598,9 @@ class Index:
         if saved:
             index = cls._from_saved(pairs, vocabulary, fp, saved)
             if index is not None:
-                if embedder is not None:   # its stored vectors: every analysis is read for them
+                if embedder is not None:   # its stored vectors, read without decoding the analyses
                     index._embedder = embedder
-                    index._vectors = index._stored_vectors(index._entries.values())
+                    index._vectors = index._stored_vectors(index._entries)
                 return index
         items: list[ToolDef | ToolAnalysis] = []
         for tool, stored_bytes in pairs:
@@ -614,17 +673,26 @@ class Index:
         a = entries[name]
         return a.sha256, a.to_bytes()
 
-    def _stored_vectors(self, analyses: Iterable[ToolAnalysis]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+    def _stored_vectors(self, analyses: Iterable[ToolAnalysis] | _Entries) -> dict[str, np.ndarray]:
         if self._embedder is None:
-            return out
+            return {}
         model = self._embedder.model_id
-        for a in analyses:
-            if a.vectors and a.vectors_model == model:
-                vecs = np.frombuffer(a.vectors, dtype=np.float32)
-                if vecs.size == DIM * (1 + len(a.non_goals)):
-                    out[a.name] = vecs.reshape(-1, DIM)
+        if isinstance(analyses, StoredAnalyses):
+            return dict(analyses.vectors(model))
+        out: dict[str, np.ndarray] = {}
+        for a in analyses.values() if isinstance(analyses, dict) else analyses:
+            vecs = _vectors_of(a, model)
+            if vecs is not None:
+                out[a.name] = vecs
         return out
+
+    def with_embedder(self, embedder: Embedder) -> Index:
+        """This index with a model: the tools' stored vectors for it serve at once, the others are pending
+        (the analyses are not decoded, nor the posting lists built again)."""
+        index = Index(self._vocabulary, self._entries, self._postings, embedder, {}, self._backend,
+                      self.calibration, self.lexical_calibration)
+        index._vectors = index._stored_vectors(self._entries)
+        return index
 
     def updated(self, upsert: Iterable[ToolDef | ToolAnalysis] = (), remove: Iterable[str] = ()) -> Index:
         """A new Index with these tools replaced, added or removed; ``self`` stays valid and unchanged.

@@ -708,9 +708,9 @@ class Registry:
             self._calibrated = None   # fitted with another model's vectors
         with self._lock:
             index = self.snapshot.index
-            rebuilt = matcher.Index.build(list(index.analyses()), vocabulary=self._vocabulary, embedder=emb)
+            rebuilt = index.with_embedder(emb)   # the stored vectors serve at once; nothing is analysed again
             self._embedder = emb
-            self._swap_index(rebuilt.with_calibration(index.calibration, index.lexical_calibration))
+            self._swap_index(rebuilt)
         log.info("multilingual model ready: %d of %d tools have their vectors", len(index) -
                  len(rebuilt.pending_vectors()), len(index))
         return True

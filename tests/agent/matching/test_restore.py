@@ -107,3 +107,40 @@ def test_a_restored_index_answers_requests_from_several_threads_at_once() -> Non
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             got = list(pool.map(answers, [restored] * 16))
         assert all(g == expected for g in got)
+
+
+def test_a_restart_takes_its_stored_vectors_without_decoding_the_analyses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the model (at the restore, or attached after it) the stored vectors serve at once; the answers
+    are those of the index that stored them, and no analysis is decoded for it."""
+    from bitong.agent.matching.semantic import default_embedder
+
+    emb = default_embedder()
+    assert emb is not None
+    vocab = default_vocabulary()
+    ts = tools()
+    built = Index.build(ts, vocabulary=vocab, embedder=emb)
+    built = built.with_vectors({a.name: (a.sha256, emb.passages(a.vector_texts())) for a in built.pending_vectors()})
+    decoded: list[bytes] = []
+    real = ToolAnalysis.from_bytes.__func__   # type: ignore[attr-defined]
+    monkeypatch.setattr(ToolAnalysis, "from_bytes", classmethod(lambda cls, data: decoded.append(data) or real(cls, data)))
+    at_restore = Index.restore(stored(built, ts), vocabulary=vocab, embedder=emb, saved=built.saved_postings())
+    lexical = Index.restore(stored(built, ts), vocabulary=vocab, saved=built.saved_postings())
+    attached = lexical.with_embedder(emb)
+    assert decoded == [], "the vectors were read from the stored bytes"
+    for index in (at_restore, attached):
+        assert index.semantic_ready and not index.pending_vectors()
+        assert answers(index) == answers(built)
+    assert not lexical.semantic_ready
+
+
+def test_stored_vectors_are_read_for_their_model_only_and_a_cut_analysis_is_refused() -> None:
+    from bitong.agent.matching.semantic import DIM
+
+    a = analyze(tools()[0], default_vocabulary())._replace(vectors=bytes(4 * DIM * 2), vectors_model="m1")
+    data = a.to_bytes()
+    vecs = ToolAnalysis.stored_vectors(data, "m1")
+    assert vecs is not None and vecs.shape == (2, DIM)
+    assert ToolAnalysis.stored_vectors(data, "m2") is None and ToolAnalysis.stored_vectors(b"junk", "m1") is None
+    assert ToolAnalysis.from_bytes(data) == a
+    with pytest.raises(ValueError):
+        ToolAnalysis.from_bytes(data[:-5])
