@@ -29,6 +29,7 @@ class Backend:
         self.presences = lexical_mod.presences
         self.accumulate = lexical_mod.accumulate
         self.idf = lexical_mod.idf
+        self.near_words = lexical_mod.near_words
 
     def __repr__(self) -> str:
         return f"<matcher backend {self.name}>"

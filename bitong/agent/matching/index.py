@@ -28,7 +28,7 @@ has its vectors, the index ranks lexically, with the lexical calibration.
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import functools
 import hashlib
 import heapq
@@ -498,6 +498,29 @@ def _reader(data: bytes | Callable[[], bytes]) -> Callable[[], bytes]:
     return data if callable(data) else (lambda: data)
 
 
+def _near_updated(near: dict[str, list[str]], before: Mapping[str, object], after: Mapping[str, object],
+                  touched: Iterable[str]) -> dict[str, list[str]]:
+    """``near`` (lexical.near_words of ``before``) for ``after``, where only ``touched`` terms came or went:
+    an edit costs the words it adds or removes, not the registry's vocabulary."""
+    gone = [t[2:] for t in touched if t[0] == "w" and len(t) >= 6 and t in before and t not in after]
+    new = [t[2:] for t in touched if t[0] == "w" and len(t) >= 6 and t not in before and t in after]
+    if not gone and not new:
+        return near
+    out = dict(near)   # the lists are never changed in place: this index's stay as they are
+    for word in gone:
+        for i in range(len(word)):
+            key = word[:i] + word[i + 1:]
+            kept = [w for w in out.get(key, ()) if w != word]
+            if kept:
+                out[key] = kept
+            else:
+                out.pop(key, None)
+    for word in new:
+        for key in dict.fromkeys(word[:i] + word[i + 1:] for i in range(len(word))):
+            out[key] = [*out.get(key, ()), word]
+    return out
+
+
 def _postings(entries: Mapping[str, ToolAnalysis]) -> dict[str, dict[str, float]]:
     """Term -> {tool: presence}, the tools in the order of ``entries``."""
     postings: dict[str, dict[str, float]] = {}
@@ -515,7 +538,7 @@ class Index:
     """An immutable match index over a set of tools; see the module docstring."""
 
     __slots__ = ("_vocabulary", "_fingerprint", "_entries", "_postings", "_embedder", "_vectors",
-                 "_matrix", "_names", "_hubs", "_hub_mean", "_title_mass", "_backend", "calibration",
+                 "_matrix", "_names", "_hubs", "_hub_mean", "_consts", "_near", "_signed_cal", "_backend", "calibration",
                  "lexical_calibration")
 
     def __init__(self, vocabulary: Vocabulary | None, entries: _Entries,
@@ -535,7 +558,10 @@ class Index:
         self._names: list[str] = []
         self._hubs: np.ndarray | None = None
         self._hub_mean: float | None = None
-        self._title_mass: dict[str, float] = {}   # each tool's title idf mass, computed when first asked
+        self._consts: dict[str, _ToolConsts] = {}   # what a match reads of each tool, made when first asked
+        self._signed_cal: tuple[_Signed, _Signed] | None = None   # the calibrations' weights, signed (semantic, lexical)
+        # the known words under their deletions (lexical.near_words), made when a request first has a typo
+        self._near: dict[str, list[str]] | None = None
         self.calibration = calibration or Calibration(SEMANTIC_WEIGHTS)
         self.lexical_calibration = lexical_calibration or Calibration(LEXICAL_WEIGHTS)
 
@@ -703,10 +729,12 @@ class Index:
         postings = dict(self._postings)
         vectors = dict(self._vectors)
         copied: set[str] = set()
+        touched: set[str] = set()   # every term whose posting list was copied (some since removed)
 
         def own(term: str) -> dict[str, float]:
             if term not in copied:
                 copied.add(term)
+                touched.add(term)
                 postings[term] = dict(postings.get(term, ()))
             return postings[term]
 
@@ -746,6 +774,8 @@ class Index:
         index = Index(self._vocabulary, entries, postings, self._embedder, vectors, self._backend,
                       self.calibration, self.lexical_calibration)
         index._vectors.update(index._stored_vectors(a for a in upserted if a.name not in vectors))
+        if self._near is not None:
+            index._near = _near_updated(self._near, self._postings, postings, touched)
         return index
 
     def with_vectors(self, computed: Mapping[str, tuple[str, np.ndarray]],
@@ -844,6 +874,21 @@ class Index:
             self._hubs = np.asarray([hub.get(n, default) for n in names], dtype=np.float32)
         return self._hubs
 
+    def _signed(self, semantic: bool) -> _Signed:
+        got = self._signed_cal
+        if got is None:
+            got = self._signed_cal = (_Signed.of(self.calibration.weights), _Signed.of(self.lexical_calibration.weights))
+        return got[0] if semantic else got[1]
+
+    def _typos(self, q: Mapping[str, float]) -> dict[str, list[str]] | None:
+        """The index's known words by their deletions, when the request has an unknown word that may be a typo."""
+        near = self._near
+        if near is None:
+            postings = self._postings
+            if any(t[0] == "w" and len(t) >= 6 and t not in postings for t in q):
+                near = self._near = self._backend.near_words(postings)
+        return near
+
     def _cos(self, name: str, vec: np.ndarray, qv: np.ndarray) -> float:
         hub = self.calibration.hub
         c = float(vec @ qv)
@@ -864,10 +909,7 @@ class Index:
         the best are chosen, so a caller is offered only tools it may call.
         """
         limit = DEFAULT_THRESHOLD if threshold is None else threshold
-        scored, missing = self.evidence(intent, semantic=semantic)
-        if allowed is not None:
-            scored = [hit for hit in scored if allowed(hit.name)]
-        hits = scored[:max(top_k, 0)]
+        hits, missing = self._scored(intent, semantic, None, "", None, None, None, max(top_k, 0), allowed)
         found = bool(hits) and hits[0].score >= limit
         shown = tuple(_readable(missing))
         return MatchResult(found, hits, "" if found else SUGGESTION,
@@ -885,12 +927,28 @@ class Index:
         (``held_out``: its analysis and vector without that field), and
         other weights.
         """
+        return self._scored(intent, semantic, query_vector, exclude, held_out, weights, calibration, None, None)
+
+    def _scored(self, intent: str, semantic: bool, query_vector: np.ndarray | None, exclude: str,
+                held_out: tuple[ToolAnalysis, np.ndarray] | None, weights: Mapping[str, float] | None,
+                calibration: Calibration | None, top: int | None, allowed: Callable[[str], bool] | None,
+                ) -> tuple[list[Hit], list[str]]:
+        """:meth:`evidence` (``top`` None: every candidate), or Match's answer: the best ``top`` tools that
+        ``allowed`` lets through, the same hits as the first ``top`` of :meth:`evidence` that it lets through.
+
+        A request has a few dozen candidates and Match shows three: only those get a score, a decision
+        and their matched words spelled out. Lexically, a candidate's rank is its cheap evidence (its
+        share, its lexical rank and margin, a keyword, its title) plus evidence that can only lower it
+        (its words' share, a non-goal it names), so a candidate whose cheap part already ranks under
+        the third best is never looked at further. With the model, the decision reads every
+        candidate's rank (its softmax share), so every rank is computed; only the scores are not.
+        """
         n = len(self._entries)
         if n == 0:
             return [], []
         vocab = self._vocabulary
         q = self._backend.terms(intent, vocab.find if vocab is not None else None)
-        acc, total, matched, missing = self._backend.accumulate(q, self._postings, n)
+        acc, total, matched, missing = self._backend.accumulate(q, self._postings, n, self._typos(q))
         gone = exclude or (held_out[0].name if held_out is not None else "")
         if gone:
             # A registry without that tool (or that field) would not know the
@@ -921,12 +979,13 @@ class Index:
         # The same share over the request's words alone (English words, Chinese
         # words, concepts, values): bigram and character noise left out.
         idf = self._backend.idf
+        postings = self._postings
         oov_idf = idf(n, 0) * OOV_FACTOR
         word_total = ALPHA
         word_terms: list[tuple[str, float]] = []
         for term, qw in q.items():
             if term[0] in "wzcp":
-                plist = self._postings.get(term)
+                plist = postings.get(term)
                 weight = qw * (idf(n, len(plist)) if plist else oov_idf)
                 word_total += weight
                 if plist:
@@ -953,12 +1012,12 @@ class Index:
             mu = (m * mu_q + _PRIOR_N * prior_mu) / (m + _PRIOR_N)
             sigma = math.sqrt((m * var_q + _PRIOR_N * _PRIOR_SIGMA ** 2) / (m + _PRIOR_N))
             if m > _CANDIDATES:  # the best few, in order, without sorting the whole registry
-                top = np.argpartition(-sims, _CANDIDATES)[:_CANDIDATES]
-                top = top[np.argsort(-sims[top])]
+                top_sem = np.argpartition(-sims, _CANDIDATES)[:_CANDIDATES]
+                top_sem = top_sem[np.argsort(-sims[top_sem])]
             else:
-                top = np.argsort(-sims)
-            for i in top:
-                cos[names[int(i)]] = float(sims[int(i)])
+                top_sem = np.argsort(-sims)
+            for i in top_sem.tolist():
+                cos[names[i]] = float(sims[i])
             for name in lex_top:
                 if name not in cos and name in self._vectors:
                     cos[name] = self._cos(name, self._vectors[name][0], qv)
@@ -980,47 +1039,70 @@ class Index:
         cal = calibration or (self.calibration if use_sem else self.lexical_calibration)
         norm_intent = normalize(intent)
         q_words = set(_words(norm_intent))
-        best_share = sorted((share.get(c, 0.0) for c in candidates), reverse=True)
+        # the best two shares (all a margin reads): the lexical top's first two, when it has two
+        best_share = [share.get(c, 0.0) for c in lex_top[:2]] if len(lex_top) >= 2 else \
+            sorted((share.get(c, 0.0) for c in candidates), reverse=True)
         best_cos = sorted((cos.get(c, 0.0) for c in candidates), reverse=True) if use_sem else []
-        ev: dict[str, dict[str, float]] = {}
-        referred: dict[str, float] = {}
-        for name in candidates:
-            a = self._entries[name]
+        entries = self._entries
+        consts = self._consts
+        hub_of = self.calibration.hub
+        ng_floor = max(sigma, 0.5 * _PRIOR_SIGMA)
+
+        def const(name: str, a: ToolAnalysis) -> _ToolConsts:
+            got = consts.get(name)
+            if got is None:  # the index is immutable: once per tool
+                title = tuple((i, idf(n, len(postings[t]))) for i, t in enumerate(a.title) if t in postings)
+                refers = any(ref and ref in entries and ref != name for _, ref, _ in a.non_goals)
+                got = consts[name] = _ToolConsts(sum(v for _, v in title), title, refers)
+            return got
+
+        def cheap(name: str, a: ToolAnalysis) -> tuple[float, float, float, float, float, float]:
+            """The evidence a few lookups give: share, lexical margin, keyword, title coverage, lexical rank, op miss."""
             s = share.get(name, 0.0)
             other_s = best_share[1] if s == best_share[0] and len(best_share) > 1 else best_share[0]
             lgap = max(-0.3, min(0.3, s - other_s))
             kw = 1.0 if any((form and form in norm_intent) or (words and q_words.issuperset(words))
                             for form, words in a.keywords) else 0.0
+            # How much of the tool's own title the request names: long requests do not dilute it.
+            c = const(name, a)
+            title = a.title
+            tnamed = sum(v for i, v in c.title if title[i] in q)
+            tcov = tnamed / c.title_mass if c.title_mass > 0 else 0.0
+            # the lexical rank counts only where there is lexical evidence to rank by
+            lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
+            op_miss = 1.0 if asked_ops and not any(op in a.weights for op in asked_ops) else 0.0
+            return s, lgap, kw, tcov, lrank, op_miss
+
+        def ng_lexical(a: ToolAnalysis) -> tuple[float, int]:
+            """The largest share of the request one of the tool's non-goal lines names by its own words, and that line."""
             ng_lex = 0.0
-            ng_sem = 0.0
             ng_line = -1
             for i, (distinct, _ref, _text) in enumerate(a.non_goals):
                 mass = 0.0
                 for term in distinct:
                     qw = q.get(term)
                     if qw is not None:
-                        plist = self._postings.get(term)
+                        plist = postings.get(term)
                         mass += qw * (idf(n, len(plist)) if plist else oov_idf)
                 if mass / total > ng_lex:
                     ng_lex, ng_line = mass / total, i
+            return ng_lex, ng_line
+
+        def full(name: str, known: tuple[float, float, float, float, float, float] | None = None,
+                 ng: tuple[float, int] | None = None) -> tuple[dict[str, float], str, float]:
+            """Every piece of a candidate's evidence, and the tool one of its non-goals refers to (and how strongly)."""
+            a = entries[name]
+            s, lgap, kw, tcov, lrank, op_miss = known or cheap(name, a)
+            ng_lex, ng_line = ng or ng_lexical(a)
+            ng_sem = 0.0
             wmass = 0.0
             for term, weight in word_terms:
-                p = self._postings[term].get(name)
+                p = postings[term].get(name)
                 if p:
                     wmass += weight * p
             if held_out is not None and name == held_out[0].name:
                 wmass = sum(weight * held_out[0].weights.get(term, 0.0) for term, weight in word_terms)
             wshare = wmass / word_total
-            # How much of the tool's own title the request names: long requests do not dilute it.
-            tmass = self._title_mass.get(name)
-            if tmass is None:  # the index is immutable: once per tool
-                tmass = self._title_mass[name] = sum(idf(n, len(self._postings[t])) for t in a.title
-                                                     if t in self._postings)
-            tnamed = sum(idf(n, len(self._postings[t])) for t in a.title if t in q and t in self._postings)
-            tcov = tnamed / tmass if tmass > 0 else 0.0
-            # the lexical rank counts only where there is lexical evidence to rank by
-            lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
-            op_miss = 1.0 if asked_ops and not any(op in a.weights for op in asked_ops) else 0.0
             e = {"share": s, "wshare": wshare, "tcov": tcov, "lrank": lrank, "lgap": lgap, "kw": kw, "ng_lex": ng_lex,
                  "op_miss": op_miss}
 
@@ -1028,62 +1110,151 @@ class Index:
                 c = cos.get(name)
                 if c is None:
                     c = self._cos(name, self._vectors[name][0], qv) if name in self._vectors else mu
-                z = (c - mu) / max(sigma, 0.5 * _PRIOR_SIGMA)
+                z = (c - mu) / ng_floor
                 other_c = best_cos[1] if c == best_cos[0] and len(best_cos) > 1 else best_cos[0]
                 gap = max(-_GAP_CLIP, min(_GAP_CLIP, c - other_c))
                 vecs = self._vectors.get(name, ())
                 if len(vecs) > 1:
-                    ng_cos = vecs[1:] @ qv - 0.5 * self.calibration.hub.get(name, 0.0)
-                    j = int(np.argmax(ng_cos))
+                    ng_cos = vecs[1:] @ qv - 0.5 * hub_of.get(name, 0.0)
+                    j = int(ng_cos.argmax())
                     ng_sem = max(0.0, float(ng_cos[j]) - c)
                     if ng_sem > 0 and ng_line < 0:
                         ng_line = j
                 srank = 1.0 / (1.0 + sem_rank.get(name, _CANDIDATES))
                 e.update(cos=c, z=z, gap=gap, ng_sem=ng_sem, srank=srank)
             push = max(ng_lex / 0.1, ng_sem / _NG_PUSH)
+            ref, r = "", 0.0
             if ng_line >= 0 and push >= 1.0:
                 ref = a.non_goals[ng_line][1]
-                if ref and ref in self._entries and ref != name:
-                    referred[ref] = max(referred.get(ref, 0.0), min(push, 3.0) / 3.0)
+                if ref and ref in entries and ref != name:
+                    r = min(push, 3.0) / 3.0
+                else:
+                    ref = ""
                 e["ng_line"] = float(ng_line)
-            ev[name] = e
-        for ref, r in referred.items():
-            if ref not in ev:  # a referred tool that had no evidence of its own
-                ev[ref] = {"share": share.get(ref, 0.0)}
-            ev[ref]["ref"] = r
+            return e, ref, r
+
         # The shipped weights rank (fitted across registries, they rank best); the
         # registry's calibrated weights say how sure the answer is, and so decide found.
         prior = SEMANTIC_WEIGHTS if use_sem else LEXICAL_WEIGHTS
         order = weights or prior
-        for e in ev.values():
-            e["logit"] = _logit(w, e)
-            e["rank"] = _logit(order, e)
+        # the same sums as _logit, with the signs read once: the shipped and this index's own weights
+        rank_of = _SIGNED_PRIORS[id(prior)].logit if weights is None else functools.partial(_logit, order)
+        logit_of = self._signed(use_sem).logit if weights is None and calibration is None \
+            else functools.partial(_logit, w)
+        ev: dict[str, dict[str, float]] = {}
+        referred: dict[str, float] = {}
+        rank: dict[str, float] = {}
+        lexical_cut = (top is not None and top > 0 and not use_sem and weights is None and calibration is None
+                       and not exclude and held_out is None and _LEXICAL_CUT)
+        if not lexical_cut:
+            for name in candidates:
+                e, ref, r = full(name)
+                ev[name] = e
+                if ref:
+                    referred[ref] = max(referred.get(ref, 0.0), r)
+            for ref, r in referred.items():
+                if ref not in ev:  # a referred tool that had no evidence of its own
+                    ev[ref] = {"share": share.get(ref, 0.0)}
+                ev[ref]["ref"] = r
+            for name, e in ev.items():
+                rank[name] = rank_of(e)
+        else:
+            assert top is not None
+            # A referral raises another tool's rank, so the candidates that can refer are read first
+            # (without a meaning, a line refers when the request names its words: ng_lex >= 0.1).
+            ngs: dict[str, tuple[float, int]] = {}
+            for name in candidates:
+                a = entries[name]
+                if const(name, a).refers:
+                    ng = ngs[name] = ng_lexical(a)
+                    if ng[1] >= 0 and ng[0] / 0.1 >= 1.0:
+                        ref = a.non_goals[ng[1]][1]
+                        if ref and ref in entries and ref != name:
+                            referred[ref] = max(referred.get(ref, 0.0), min(ng[0] / 0.1, 3.0) / 3.0)
+            cand_set = set(candidates)
+            for ref, r in referred.items():
+                if ref not in cand_set:  # a referred tool that had no evidence of its own
+                    ev[ref] = {"share": share.get(ref, 0.0), "ref": r}
+                    rank[ref] = rank_of(ev[ref])
+            coef = _COEFFICIENTS
+            c_share, c_tcov, c_lrank = coef.get("share", 0.0), coef.get("tcov", 0.0), coef.get("lrank", 0.0)
+            c_lgap, c_kw, c_op, c_ref = coef.get("lgap", 0.0), coef.get("kw", 0.0), coef.get("op_miss", 0.0), \
+                coef.get("ref", 0.0)
+            # The bound before reading a tool at all: its keyword and title at their best, no operation missed.
+            unread = max(c_kw, 0.0) + max(c_tcov, 0.0) + max(c_op, 0.0)
+            bias = order.get("bias", 0.0)
+            top_s = best_share[0]
+            second_s = best_share[1] if len(best_share) > 1 else top_s
+            bound: list[tuple[float, str]] = []
+            for name in candidates:
+                if allowed is not None and not allowed(name):
+                    continue
+                s = share.get(name, 0.0)
+                lgap = max(-0.3, min(0.3, s - (second_s if s == top_s else top_s)))
+                lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
+                bound.append((bias + c_share * s + c_lrank * lrank + c_lgap * lgap + c_ref * referred.get(name, 0.0)
+                              + unread, name))
+            bound.sort(key=lambda b: -b[0])
+            kept: list[float] = []   # the exact ranks so far, best first
+            for ub, name in bound:
+                if len(kept) >= top and ub < kept[top - 1] - _BOUND_SLACK:
+                    break   # its rank is at most ub: under the top'th already found, and so is every next one
+                known = cheap(name, entries[name])
+                s, lgap, kw, tcov, lrank, op_miss = known
+                ub = (bias + c_share * s + c_tcov * tcov + c_lrank * lrank + c_lgap * lgap + c_kw * kw
+                      + c_op * op_miss + c_ref * referred.get(name, 0.0))
+                if len(kept) >= top and ub < kept[top - 1] - _BOUND_SLACK:
+                    continue
+                e, _, _ = full(name, known, ngs.get(name))
+                if name in referred:
+                    e["ref"] = referred[name]
+                ev[name] = e
+                r = rank[name] = rank_of(e)
+                bisect.insort(kept, r, key=lambda x: -x)
+
         # How sure: the registry's own calibration, blended with the shipped decision
         # model, which reads a candidate against the others (its rank logit, its margin,
         # its share of the ranking's softmax) beside its evidence. Serving only: the
         # calibration and fit_priors pass their own weights and read the evidence.
         decide = use_sem and weights is None and calibration is None
         if decide:
-            ranks = sorted((e["rank"] for e in ev.values()), reverse=True)
+            ranks = sorted(rank.values(), reverse=True)
             norm = sum(math.exp(r - ranks[0]) for r in ranks)
+        best = sorted(rank, key=lambda nm: (-rank[nm], nm))
+        if top is not None:
+            best = [nm for nm in best if allowed is None or allowed(nm)][:top]
         hits = []
-        for name, e in ev.items():
+        for i, name in enumerate(best):
+            e = ev[name]
+            e["logit"] = logit_of(e)
+            r = e["rank"] = rank[name]
             score = _sigmoid(cal.scale * e["logit"] + cal.shift)
             if decide:
-                r = e["rank"]
                 other = ranks[1] if r == ranks[0] and len(ranks) > 1 else ranks[0]
                 e["s1"] = r
                 e["d12"] = r - other if len(ranks) > 1 else 1.0
                 e["p1"] = math.exp(r - ranks[0]) / norm
-                e["decision"] = _logit(DECISION_WEIGHTS, e)
+                e["decision"] = _SIGNED_DECISION.logit(e)
                 e["calibrated"] = score
                 score = DECISION_SHARE * _sigmoid(e["decision"]) + (1.0 - DECISION_SHARE) * score
-            hits.append(Hit(name, round(score, 4), (), e))
-        hits.sort(key=lambda h: (-h.evidence["rank"], h.name))
-        # the matched words, for the candidates a caller can be shown (top_k is at most 20)
-        for i, h in enumerate(hits[:_SHOWN_HITS]):
-            hits[i] = dataclasses.replace(h, matched_terms=tuple(_readable(matched.get(h.name, ()))))
+            # the matched words, for the candidates a caller can be shown (top_k is at most 20)
+            shown = tuple(_readable(matched.get(name, ()))) if i < _SHOWN_HITS else ()
+            hits.append(Hit(name, round(score, 4), shown, e))
         return hits, missing
+
+
+# The lexical evidence the bound of a candidate's rank reads, and the evidence (each >= 0) that costs a
+# loop per candidate: the bound leaves it out, which is sound while it counts against a tool.
+_CHEAP_LEXICAL = frozenset({"share", "tcov", "lrank", "lgap", "kw", "op_miss", "ref"})
+_COSTLY_LEXICAL = ("wshare", "ng_lex")
+_BOUND_SLACK = 1e-9  # a bound and the exact rank add the same terms in another order
+
+
+def _only_lowers(order: Mapping[str, float], costly: Iterable[str]) -> bool:
+    """True when ``order`` weighs only the evidence the bound knows, and each of ``costly`` counts against a tool."""
+    known = _CHEAP_LEXICAL.union(costly)
+    return all(f == "bias" or f in known for f in order) and \
+        all((-order.get(f, 0.0) if f in _NEGATIVE else order.get(f, 0.0)) <= 0.0 for f in costly)
 
 
 _SHOWN = 24  # terms shown to a person; a long request is not explained word by word
@@ -1107,6 +1278,37 @@ class _Share:
 _NEGATIVE = frozenset({"ng_lex", "ng_sem", "op_miss"})  # evidence against a tool
 
 
+class _ToolConsts(NamedTuple):
+    """What matching reads of a tool that depends on the index alone: made once per tool an index matches."""
+
+    title_mass: float                        # the idf mass of its title's words
+    # each title word the index knows (its place in ToolAnalysis.title, not the word: a reference more would
+    # change how marshal writes the posting lists' words, and so saved_postings' bytes), with its idf
+    title: tuple[tuple[int, float], ...]
+    refers: bool                             # a non-goal line names another tool of the index
+
+
+class _Signed(NamedTuple):
+    """A weight mapping read once for the request path: each feature's signed weight, and the bias."""
+
+    coef: dict[str, float]
+    bias: float
+
+    @classmethod
+    def of(cls, w: Mapping[str, float]) -> _Signed:
+        return cls({f: (-v if f in _NEGATIVE else v) for f, v in w.items() if f != "bias"}, w.get("bias", 0.0))
+
+    def logit(self, e: Mapping[str, float]) -> float:
+        """:func:`_logit` (the same additions in the same order, so the same float)."""
+        coef = self.coef
+        total = self.bias
+        for feature, value in e.items():
+            c = coef.get(feature)
+            if c is not None:
+                total += c * value
+        return total
+
+
 def _logit(w: Mapping[str, float], e: Mapping[str, float]) -> float:
     """The weighted sum of one candidate's evidence (features it lacks count as 0)."""
     total = w.get("bias", 0.0)
@@ -1115,6 +1317,12 @@ def _logit(w: Mapping[str, float], e: Mapping[str, float]) -> float:
         if weight is not None and feature != "bias":
             total += -weight * value if feature in _NEGATIVE else weight * value
     return total
+
+
+_SIGNED_PRIORS = {id(LEXICAL_WEIGHTS): _Signed.of(LEXICAL_WEIGHTS), id(SEMANTIC_WEIGHTS): _Signed.of(SEMANTIC_WEIGHTS)}
+_COEFFICIENTS = _SIGNED_PRIORS[id(LEXICAL_WEIGHTS)].coef
+_LEXICAL_CUT = _only_lowers(LEXICAL_WEIGHTS, _COSTLY_LEXICAL)   # the shipped weights allow the cut (else: no cut)
+_SIGNED_DECISION = _Signed.of(DECISION_WEIGHTS)
 
 
 def _readable(terms: Iterable[str]) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "idf", "presences"]
+__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "idf", "near_words", "presences"]
 
 # Fields of a tool and how much one occurrence of a term in them counts.
 # ``slots`` are the kinds of value the parameters take (p:path, p:url ...).
@@ -83,13 +83,81 @@ def _edits(word: str) -> list[str]:
     return out
 
 
-def _correct(term: str, postings: dict[str, dict[str, float]]) -> str:
-    """The most common known word one edit from an unknown English word of 4+ letters, or ''."""
+def near_words(postings: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+    """Every known English word of 4+ characters under each string one deletion from it (symmetric delete).
+
+    A word one edit from an unknown word shares one of its deletions (a
+    replacement or a swap), is one of them (an insertion), or is the unknown
+    word less a letter: a typo is looked up with a few deletions instead of
+    every edit (hundreds of strings a word).
+    """
+    near: dict[str, list[str]] = {}
+    for term in postings:
+        if term.startswith("w:") and len(term) >= 6:
+            word = term[2:]
+            for i in range(len(word)):
+                key = word[:i] + word[i + 1:]
+                got = near.get(key)
+                if got is None:
+                    near[key] = [word]
+                elif got[-1] != word:   # a doubled letter gives the same deletion twice
+                    got.append(word)
+    return near
+
+
+def _one_edit(word: str, cand: str) -> bool:
+    """True when ``cand`` is among :func:`_edits` of ``word`` (which inserts and replaces with a-z only)."""
+    n = len(word)
+    m = len(cand)
+    i = 0
+    short = n if n < m else m
+    while i < short and word[i] == cand[i]:
+        i += 1
+    if m == n - 1:
+        return word[i + 1:] == cand[i:]
+    if m == n + 1:
+        return cand[i] in _LETTERS and cand[i + 1:] == word[i:]
+    if m != n or i == n:
+        return False
+    if word[i + 1:] == cand[i + 1:]:
+        return cand[i] in _LETTERS
+    return i + 1 < n and word[i] == cand[i + 1] and word[i + 1] == cand[i] and word[i + 2:] == cand[i + 2:]
+
+
+def _correct(term: str, postings: dict[str, dict[str, float]], near: dict[str, list[str]] | None = None) -> str:
+    """The most common known word one edit from an unknown English word of 4+ letters, or ''.
+
+    Of equally common ones, the first :func:`_edits` makes. ``near`` is :func:`near_words` of
+    ``postings`` (the same answer, found from the word's deletions).
+    """
     word = term[2:]
     if len(word) < 4 or not word.isalpha():
         return ""
     best = ""
     best_df = 0
+    if near is not None:
+        found: set[str] = set(near.get(word, ()))
+        for i in range(len(word)):
+            key = word[:i] + word[i + 1:]
+            if "w:" + key in postings:
+                found.add(key)
+            got = near.get(key)
+            if got is not None:
+                found.update(got)
+        tie = False
+        for cand in found:
+            if _one_edit(word, cand):
+                df = len(postings["w:" + cand])
+                if df > best_df:
+                    best, best_df, tie = cand, df, False
+                elif df == best_df:
+                    tie = True
+        if tie:   # the first of the equally common ones, as every edit in order finds it
+            for cand in _edits(word):
+                p = postings.get("w:" + cand)
+                if p is not None and len(p) == best_df:
+                    return "w:" + cand
+        return "w:" + best if best else ""
     for cand in _edits(word):
         p = postings.get("w:" + cand)
         if p is not None and len(p) > best_df:
@@ -98,9 +166,10 @@ def _correct(term: str, postings: dict[str, dict[str, float]]) -> str:
     return best
 
 
-def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int
+def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int,
+               near: dict[str, list[str]] | None = None,
                ) -> tuple[dict[str, float], float, dict[str, list[str]], list[str]]:
-    """Score every tool that shares a term with the request.
+    """Score every tool that shares a term with the request (``near``: :func:`near_words` of ``postings``, for typos).
 
     Returns (tool -> explained mass, the request's total mass, tool -> its
     matched terms, the request's terms that no tool has). ``share`` is the
@@ -119,7 +188,7 @@ def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n
         plist = postings.get(term)
         weight = qw
         if plist is None and term.startswith("w:"):
-            fixed = _correct(term, postings)
+            fixed = _correct(term, postings, near)
             if fixed:
                 plist = postings[fixed]
                 weight = qw * TYPO_FACTOR
