@@ -1053,20 +1053,30 @@ class Index:
             if got is None:  # the index is immutable: once per tool
                 title = tuple((i, idf(n, len(postings[t]))) for i, t in enumerate(a.title) if t in postings)
                 refers = any(ref and ref in entries and ref != name for _, ref, _ in a.non_goals)
-                got = consts[name] = _ToolConsts(sum(v for _, v in title), title, refers)
+                vecs = self._vectors.get(name)
+                got = consts[name] = _ToolConsts(sum(v for _, v in title), title, refers,
+                                                 vecs[1:] if vecs is not None and len(vecs) > 1 else None,
+                                                 0.5 * hub_of.get(name, 0.0))
             return got
 
         def cheap(name: str, a: ToolAnalysis) -> tuple[float, float, float, float, float, float]:
             """The evidence a few lookups give: share, lexical margin, keyword, title coverage, lexical rank, op miss."""
-            s = share.get(name, 0.0)
+            mass = acc.get(name)
+            s = 0.0 if mass is None else mass / total
             other_s = best_share[1] if s == best_share[0] and len(best_share) > 1 else best_share[0]
             lgap = max(-0.3, min(0.3, s - other_s))
-            kw = 1.0 if any((form and form in norm_intent) or (words and q_words.issuperset(words))
-                            for form, words in a.keywords) else 0.0
+            kw = 0.0
+            for form, words in a.keywords:
+                if (form and form in norm_intent) or (words and q_words.issuperset(words)):
+                    kw = 1.0
+                    break
             # How much of the tool's own title the request names: long requests do not dilute it.
-            c = const(name, a)
+            c = consts.get(name) or const(name, a)
             title = a.title
-            tnamed = sum(v for i, v in c.title if title[i] in q)
+            tnamed = 0.0
+            for i, v in c.title:
+                if title[i] in q:
+                    tnamed += v
             tcov = tnamed / c.title_mass if c.title_mass > 0 else 0.0
             # the lexical rank counts only where there is lexical evidence to rank by
             lrank = min(1.0, s / 0.1) / (1.0 + lex_rank.get(name, _CANDIDATES))
@@ -1113,9 +1123,9 @@ class Index:
                 z = (c - mu) / ng_floor
                 other_c = best_cos[1] if c == best_cos[0] and len(best_cos) > 1 else best_cos[0]
                 gap = max(-_GAP_CLIP, min(_GAP_CLIP, c - other_c))
-                vecs = self._vectors.get(name, ())
-                if len(vecs) > 1:
-                    ng_cos = vecs[1:] @ qv - 0.5 * hub_of.get(name, 0.0)
+                tc = consts.get(name) or const(name, a)
+                if tc.ng_vectors is not None:
+                    ng_cos = tc.ng_vectors @ qv - tc.half_hub
                     j = int(ng_cos.argmax())
                     ng_sem = max(0.0, float(ng_cos[j]) - c)
                     if ng_sem > 0 and ng_line < 0:
@@ -1286,6 +1296,8 @@ class _ToolConsts(NamedTuple):
     # change how marshal writes the posting lists' words, and so saved_postings' bytes), with its idf
     title: tuple[tuple[int, float], ...]
     refers: bool                             # a non-goal line names another tool of the index
+    ng_vectors: np.ndarray | None            # its non-goal lines' vectors (None: none, or no vectors yet)
+    half_hub: float                          # half its hubness (taken off its similarities)
 
 
 class _Signed(NamedTuple):

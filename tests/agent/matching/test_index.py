@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from bitong.agent.matching import DEFAULT_THRESHOLD, SUGGESTION, Index, ToolAnalysis
 from bitong.agent.matching.semantic import MODEL_ID, default_embedder
 from bitong.agent.matching.vocabulary import load_vocabulary
+from bitong.v1.agent_pb2 import ToolDef
 
 from .registry import tool, tools
 
@@ -126,6 +129,68 @@ def test_updated_adds_replaces_and_removes_without_touching_the_old_index() -> N
                          tool("ocr-scan", "图片文字识别", "识别扫描件和照片里的文字")])
     for text in ("PDF拼接", "识别文字", "会议室", "行数"):
         assert [(h.name, h.score) for h in new.match(text).hits] == [(h.name, h.score) for h in fresh.match(text).hits]
+
+
+MANY = ("帮我把这两个PDF拼成一个", "wether in paris", "统计 /tmp/a.log 的行书", "美元兑人民币汇率", "把服务升级到 2.0",
+        "回滚到上个版本", "给我讲个笑话", "convert 100 dollars to euros", "请假", "我还剩几天年假", "发封邮件给张三",
+        "删掉 /tmp/old.log", "PDF", "meeting room tomorrow", "", "x" * 500)
+
+
+@pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "lexical"])
+def test_match_answers_the_first_hits_of_the_full_evidence(semantic_index: Index, semantic: bool) -> None:
+    # Match scores only what it returns (and, by words alone, reads only the candidates that could rank
+    # among them): its hits are the first top_k of every candidate's evidence that the caller may call.
+    policies = {"all": None, "no pdf": lambda name: not name.startswith("pdf"), "none": lambda name: False,
+                "two": lambda name: name in ("leave-request", "weather-now")}
+    for text in MANY:
+        every, _ = semantic_index.evidence(text, semantic=semantic)
+        for top_k in (1, 3, 5, 20):
+            for policy, allowed in policies.items():
+                got = semantic_index.match(text, top_k, semantic=semantic, allowed=allowed).hits
+                want = [h for h in every if allowed is None or allowed(h.name)][:top_k]
+                assert [(h.name, h.score, h.matched_terms, dict(h.evidence)) for h in got] == \
+                    [(h.name, h.score, h.matched_terms, dict(h.evidence)) for h in want], (text, top_k, policy)
+
+
+def crowded(n: int = 90, seed: int = 5) -> list[ToolDef]:
+    """Tools that share most of their words, some of them referring to each other: many close candidates."""
+    rng = random.Random(seed)
+    pool = ["report", "sales", "invoice", "customer", "order", "refund", "export", "monthly", "weekly", "chart",
+            "ticket", "user", "account", "backup", "server", "disk", "log", "alert", "deploy", "release",
+            "报表", "销售", "发票", "客户", "订单", "退款", "导出", "每月", "图表", "工单", "账号", "备份", "日志", "告警"]
+    out = []
+    for i in range(n):
+        words = rng.sample(pool, 8)
+        ng = f"[不做{rng.choice(pool)}{rng.choice(pool)}（用 t{rng.randrange(n)}）]" if i % 3 == 0 else ""
+        out.append(tool(f"t{i}", " ".join(words[:2]), " ".join(words[2:]), keywords=", ".join(words[:1]) if i % 2 else "",
+                        non_goals=ng))
+    return out
+
+
+def test_match_by_words_reads_enough_candidates_in_a_crowded_registry() -> None:
+    index = Index.build(crowded())
+    rng = random.Random(11)
+    words = [t.intent.split()[0] for t in crowded()] + ["不做", "用", "quarterly", "repport"]
+    for _ in range(150):
+        text = " ".join(rng.sample(words, rng.randrange(2, 7)))
+        every, _ = index.evidence(text, semantic=False)
+        for top_k in (1, 3, 8):
+            got = index.match(text, top_k, semantic=False).hits
+            assert [(h.name, h.score, dict(h.evidence)) for h in got] == \
+                [(h.name, h.score, dict(h.evidence)) for h in every[:top_k]], (text, top_k)
+
+
+def test_typos_of_the_words_an_update_adds_or_removes_are_found_as_a_new_index_finds_them() -> None:
+    old = Index.build(tools())
+    assert first(old, "wether in paris") == "weather-now"   # the typo map is made now, then carried by updated()
+    new = old.updated(upsert=[tool("tide-times", "Tide tables", "High and low tide times for a harbour")],
+                      remove=["weather-now"])
+    fresh = Index.build([*(t for t in tools() if t.name != "weather-now"),
+                         tool("tide-times", "Tide tables", "High and low tide times for a harbour")])
+    for text in ("tidde tables for the harbor", "wether in paris", "curency converter", "harbuor tide"):
+        assert [(h.name, h.score, h.matched_terms) for h in new.match(text).hits] == \
+            [(h.name, h.score, h.matched_terms) for h in fresh.match(text).hits]
+    assert first(new, "tidde tables") == "tide-times" and first(old, "wether in paris") == "weather-now"
 
 
 def test_an_analysis_round_trips_with_its_vectors_and_a_broken_one_is_refused(semantic_index: Index) -> None:

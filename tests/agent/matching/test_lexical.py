@@ -38,3 +38,28 @@ def test_an_unknown_word_one_edit_from_a_known_one_counts_at_a_discount(twin: _b
     assert not missing and typo["w"] == pytest.approx(right["w"] * TYPO_FACTOR)
     short, _, _, missing_short = twin.accumulate({"w:cty": 1.0}, postings, 5)
     assert missing_short == ["w:cty"] and not short  # three letters: too short to guess
+
+
+def _postings_of(words: dict[str, int]) -> dict[str, dict[str, float]]:
+    """word -> how many tools have it: postings whose tools say which word a typo became."""
+    return {"w:" + word: {f"{word}-{i}": 0.5 for i in range(df)} for word, df in words.items()}
+
+
+def test_a_typo_becomes_the_same_word_from_its_deletions_as_from_every_edit(twin: _backend.Backend) -> None:
+    postings = _postings_of({"weather": 3, "whether": 1, "disk": 2, "desk": 2, "card": 1, "cart": 1, "usage": 4,
+                             "storage": 2, "restart": 1, "service": 3, "invoice": 1, "voice": 2, "city": 1,
+                             "route6": 2, "code5": 2})   # an edit inserts or replaces letters only, never digits
+    near = twin.near_words(postings)
+    typos = {"wether", "weathr", "waether", "weatherr", "dsik", "disc", "dosk", "carx", "crad", "usge", "usaeg",
+             "storag", "restrat", "servise", "invoise", "vioce", "voic", "zzzz", "cityy", "ciyt", "deskk", "dissk",
+             "route", "codex", "coder"}
+    for word in [w[2:] for w in postings]:   # every deletion, swap and doubled letter of every known word
+        typos.update(word[:i] + word[i + 1:] for i in range(len(word)))
+        typos.update(word[:i] + word[i + 1] + word[i] + word[i + 2:] for i in range(len(word) - 1))
+        typos.update(word[:i] + word[i] + word[i:] for i in range(len(word)))
+    for typo in sorted(typos):
+        q = {"w:" + typo: 1.0}
+        assert twin.accumulate(q, postings, 40, near) == twin.accumulate(q, postings, 40), typo
+    # of two words equally common and one edit away, the first edit in order wins (d before t), as before
+    acc, _, _, _ = twin.accumulate({"w:carx": 1.0}, postings, 40, near)
+    assert set(acc) == {"card-0"}
