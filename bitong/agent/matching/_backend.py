@@ -28,6 +28,9 @@ class Backend:
         self.rough_terms = analysis_mod.rough_terms
         self.presences = lexical_mod.presences
         self.accumulate = lexical_mod.accumulate
+        self.scores = lexical_mod.scores
+        self.matched = lexical_mod.matched
+        self.best = lexical_mod.best
         self.idf = lexical_mod.idf
         self.near_words = lexical_mod.near_words
 

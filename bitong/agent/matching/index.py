@@ -31,7 +31,6 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import heapq
 import marshal
 import math
 import pkgutil
@@ -948,7 +947,8 @@ class Index:
             return [], []
         vocab = self._vocabulary
         q = self._backend.terms(intent, vocab.find if vocab is not None else None)
-        acc, total, matched, missing = self._backend.accumulate(q, self._postings, n, self._typos(q))
+        acc, total, missing, walked = self._backend.scores(q, self._postings, n, self._typos(q))
+        held_terms: list[str] | None = None
         gone = exclude or (held_out[0].name if held_out is not None else "")
         if gone:
             # A registry without that tool (or that field) would not know the
@@ -972,8 +972,8 @@ class Index:
                     mass += qw * self._backend.idf(n, len(plist)) * p
                     terms.append(term)
             acc[ho.name] = mass
-            matched[ho.name] = terms
-        lex_top = heapq.nlargest(_CANDIDATES, acc, key=acc.__getitem__)
+            held_terms = terms
+        lex_top = self._backend.best(acc, _CANDIDATES)
         share = _Share(acc, total)
         lex_rank = {name: i for i, name in enumerate(lex_top)}
         # The same share over the request's words alone (English words, Chinese
@@ -1175,7 +1175,7 @@ class Index:
             ngs: dict[str, tuple[float, int]] = {}
             for name in candidates:
                 a = entries[name]
-                if const(name, a).refers:
+                if (consts.get(name) or const(name, a)).refers:
                     ng = ngs[name] = ng_lexical(a)
                     if ng[1] >= 0 and ng[0] / 0.1 >= 1.0:
                         ref = a.non_goals[ng[1]][1]
@@ -1248,7 +1248,12 @@ class Index:
                 e["calibrated"] = score
                 score = DECISION_SHARE * _sigmoid(e["decision"]) + (1.0 - DECISION_SHARE) * score
             # the matched words, for the candidates a caller can be shown (top_k is at most 20)
-            shown = tuple(_readable(matched.get(name, ()))) if i < _SHOWN_HITS else ()
+            if i < _SHOWN_HITS:
+                words = held_terms if held_terms is not None and name == gone else \
+                    self._backend.matched(walked, acc, name)
+                shown = tuple(_readable(words))
+            else:
+                shown = ()
             hits.append(Hit(name, round(score, 4), shown, e))
         return hits, missing
 

@@ -22,9 +22,12 @@ pure-Python mode as ``bitong.agent.matching._lexical`` (see :mod:`bitong.agent.m
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 
-__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "idf", "near_words", "presences"]
+__all__ = ["ALPHA", "FIELD_WEIGHT", "OOV_FACTOR", "TYPO_FACTOR", "WEAK_SPREAD", "accumulate", "best", "idf", "matched", "near_words",
+           "presences", "scores"]
 
 # Fields of a tool and how much one occurrence of a term in them counts.
 # ``slots`` are the kinds of value the parameters take (p:path, p:url ...).
@@ -166,18 +169,19 @@ def _correct(term: str, postings: dict[str, dict[str, float]], near: dict[str, l
     return best
 
 
-def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int,
-               near: dict[str, list[str]] | None = None,
-               ) -> tuple[dict[str, float], float, dict[str, list[str]], list[str]]:
+def scores(query: dict[str, float], postings: dict[str, dict[str, float]], n: int,
+           near: dict[str, list[str]] | None = None,
+           ) -> tuple[dict[str, float], float, list[str], list[tuple[str, dict[str, float]]]]:
     """Score every tool that shares a term with the request (``near``: :func:`near_words` of ``postings``, for typos).
 
-    Returns (tool -> explained mass, the request's total mass, tool -> its
-    matched terms, the request's terms that no tool has). ``share`` is the
-    explained mass over the total.
+    Returns (tool -> explained mass, the request's total mass, the request's
+    terms that no tool has, the terms walked with their posting lists, in
+    order). ``share`` is the explained mass over the total; :func:`matched`
+    reads a tool's matched terms from the walk, for the few tools shown.
     """
     acc: dict[str, float] = {}
-    matched: dict[str, list[str]] = {}
     missing: list[str] = []
+    walked: list[tuple[str, dict[str, float]]] = []
     total = ALPHA
     oov_idf = idf(n, 0) * OOV_FACTOR
     weak: list[tuple[str, float, dict[str, float]]] = []
@@ -201,7 +205,11 @@ def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n
         if (term[0] in "uy" and len(plist) > WEAK_SPREAD) or (len(plist) > COMMON_SPREAD and len(acc) >= 32):
             weak.append((term, weight * term_idf, plist))  # see below
             continue
-        _add(acc, matched, term, weight * term_idf, plist)
+        w = weight * term_idf
+        get = acc.get
+        for name, p in plist.items():
+            acc[name] = get(name, 0.0) + w * p
+        walked.append((term, plist))
     # A single character or a pinyin shared by hundreds of tools only refines
     # the tools the request's words already found: walking its whole posting
     # list would cost more than the rest of the match and change no ranking.
@@ -211,20 +219,47 @@ def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n
                 p = plist.get(name)
                 if p is not None:
                     acc[name] += w * p
-                    matched[name].append(term)
         else:
             for name, p in plist.items():
                 if name in acc:
                     acc[name] += w * p
-                    matched[name].append(term)
-    return acc, total, matched, missing
+        walked.append((term, plist))
+    return acc, total, missing, walked
 
 
-def _add(acc: dict[str, float], matched: dict[str, list[str]], term: str, w: float, plist: dict[str, float]) -> None:
-    for name, p in plist.items():
-        acc[name] = acc.get(name, 0.0) + w * p
-        m = matched.get(name)
-        if m is None:
-            matched[name] = [term]
-        else:
-            m.append(term)
+def matched(walked: list[tuple[str, dict[str, float]]], acc: dict[str, float], name: str) -> list[str]:
+    """The request's terms a tool matched, in the order :func:`scores` added them (none: a tool it did not score)."""
+    if name not in acc:
+        return []
+    return [term for term, plist in walked if name in plist]
+
+
+def best(acc: dict[str, float], k: int) -> list[str]:
+    """The ``k`` tools of most mass, most first; of equal ones, the first scored (as ``heapq.nlargest``).
+
+    A big registry scores thousands of tools a little: the k-th mass is found
+    first (a heap of masses), then only the tools at or over it are sorted.
+    """
+    if len(acc) <= k:
+        return sorted(acc, key=acc.__getitem__, reverse=True)
+    if k <= 0:
+        return []
+    rest = iter(acc.values())
+    heap = list(itertools.islice(rest, k))
+    heapq.heapify(heap)
+    low = heap[0]
+    for v in rest:
+        if v > low:
+            heapq.heapreplace(heap, v)
+            low = heap[0]
+    out = [name for name, v in acc.items() if v >= low]
+    out.sort(key=acc.__getitem__, reverse=True)   # stable: equal masses stay in the order they were scored
+    return out[:k]
+
+
+def accumulate(query: dict[str, float], postings: dict[str, dict[str, float]], n: int,
+               near: dict[str, list[str]] | None = None,
+               ) -> tuple[dict[str, float], float, dict[str, list[str]], list[str]]:
+    """:func:`scores`, with every scored tool's matched terms: (tool -> mass, total, tool -> terms, missing)."""
+    acc, total, missing, walked = scores(query, postings, n, near)
+    return acc, total, {name: matched(walked, acc, name) for name in acc}, missing

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
+import random
+
 import pytest
 
 from bitong.agent.matching import _backend
@@ -63,3 +66,11 @@ def test_a_typo_becomes_the_same_word_from_its_deletions_as_from_every_edit(twin
     # of two words equally common and one edit away, the first edit in order wins (d before t), as before
     acc, _, _, _ = twin.accumulate({"w:carx": 1.0}, postings, 40, near)
     assert set(acc) == {"card-0"}
+
+
+def test_the_best_tools_are_nlargest_with_ties_in_the_order_scored(twin: _backend.Backend) -> None:
+    rng = random.Random(3)
+    for size in (0, 1, 5, 24, 25, 300, 2000):
+        acc = {f"t{i}": rng.choice((0.25, 0.5, 0.75, 1.0, rng.random())) for i in range(size)}
+        for k in (0, 1, 3, 24):
+            assert twin.best(acc, k) == heapq.nlargest(k, acc, key=acc.__getitem__), (size, k)
