@@ -26,6 +26,7 @@ class Backend:
         self.name = name
         self.terms = analysis_mod.terms
         self.rough_terms = analysis_mod.rough_terms
+        self.stem = analysis_mod.stem
         self.presences = lexical_mod.presences
         self.accumulate = lexical_mod.accumulate
         self.scores = lexical_mod.scores

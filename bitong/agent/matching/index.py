@@ -1045,6 +1045,7 @@ class Index:
         best_cos = sorted((cos.get(c, 0.0) for c in candidates), reverse=True) if use_sem else []
         entries = self._entries
         consts = self._consts
+        q_hashes = {hash(t) for t in q}
         hub_of = self.calibration.hub
         ng_floor = max(sigma, 0.5 * _PRIOR_SIGMA)
 
@@ -1056,7 +1057,8 @@ class Index:
                 vecs = self._vectors.get(name)
                 got = consts[name] = _ToolConsts(sum(v for _, v in title), title, refers,
                                                  vecs[1:] if vecs is not None and len(vecs) > 1 else None,
-                                                 0.5 * hub_of.get(name, 0.0))
+                                                 0.5 * hub_of.get(name, 0.0),
+                                                 frozenset(hash(t) for line in a.non_goals for t in line[0]))
             return got
 
         def cheap(name: str, a: ToolAnalysis) -> tuple[float, float, float, float, float, float]:
@@ -1083,10 +1085,12 @@ class Index:
             op_miss = 1.0 if asked_ops and not any(op in a.weights for op in asked_ops) else 0.0
             return s, lgap, kw, tcov, lrank, op_miss
 
-        def ng_lexical(a: ToolAnalysis) -> tuple[float, int]:
+        def ng_lexical(name: str, a: ToolAnalysis) -> tuple[float, int]:
             """The largest share of the request one of the tool's non-goal lines names by its own words, and that line."""
             ng_lex = 0.0
             ng_line = -1
+            if (consts.get(name) or const(name, a)).ng_hashes.isdisjoint(q_hashes):
+                return ng_lex, ng_line   # no line names a word of the request
             for i, (distinct, _ref, _text) in enumerate(a.non_goals):
                 mass = 0.0
                 for term in distinct:
@@ -1103,7 +1107,7 @@ class Index:
             """Every piece of a candidate's evidence, and the tool one of its non-goals refers to (and how strongly)."""
             a = entries[name]
             s, lgap, kw, tcov, lrank, op_miss = known or cheap(name, a)
-            ng_lex, ng_line = ng or ng_lexical(a)
+            ng_lex, ng_line = ng or ng_lexical(name, a)
             ng_sem = 0.0
             wmass = 0.0
             for term, weight in word_terms:
@@ -1176,7 +1180,7 @@ class Index:
             for name in candidates:
                 a = entries[name]
                 if (consts.get(name) or const(name, a)).refers:
-                    ng = ngs[name] = ng_lexical(a)
+                    ng = ngs[name] = ng_lexical(name, a)
                     if ng[1] >= 0 and ng[0] / 0.1 >= 1.0:
                         ref = a.non_goals[ng[1]][1]
                         if ref and ref in entries and ref != name:
@@ -1303,6 +1307,7 @@ class _ToolConsts(NamedTuple):
     refers: bool                             # a non-goal line names another tool of the index
     ng_vectors: np.ndarray | None            # its non-goal lines' vectors (None: none, or no vectors yet)
     half_hub: float                          # half its hubness (taken off its similarities)
+    ng_hashes: frozenset[int]                # the hashes of its non-goal lines' terms: none in a request, no push
 
 
 class _Signed(NamedTuple):

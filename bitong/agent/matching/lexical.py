@@ -216,9 +216,9 @@ def scores(query: dict[str, float], postings: dict[str, dict[str, float]], n: in
     for term, w, plist in weak:
         if len(acc) < len(plist):
             for name in list(acc):
-                p = plist.get(name)
-                if p is not None:
-                    acc[name] += w * p
+                got = plist.get(name)
+                if got is not None:
+                    acc[name] += w * got
         else:
             for name, p in plist.items():
                 if name in acc:

@@ -25,7 +25,10 @@ import re
 from collections.abc import Iterator, Sequence
 from importlib import resources
 
+from bitong.agent.matching import _backend
 from bitong.agent.matching.analysis import normalize, stem
+
+_stem = _backend.active.stem   # a request's words, by the twin that analyses them (the same stems)
 
 __all__ = ["KINDS", "Vocabulary", "VocabularyError", "default_vocabulary", "load_vocabulary"]
 
@@ -50,7 +53,7 @@ def _is_cjk(ch: str) -> bool:
 class Vocabulary:
     """Forms to concepts; immutable. ``concepts(text)`` is what the analysis calls."""
 
-    __slots__ = ("kinds", "sources", "fingerprint", "_cjk", "_latin", "_first")
+    __slots__ = ("kinds", "sources", "fingerprint", "_cjk", "_latin", "_first", "_prefixes", "_latin_first")
 
     def __init__(self, entries: Sequence[tuple[str, str, str]], sources: Sequence[str]) -> None:
         self.kinds: dict[str, str] = {}
@@ -76,6 +79,12 @@ class Vocabulary:
         self._first: dict[str, int] = {}
         for form in self._cjk:
             self._first[form[0]] = max(self._first.get(form[0], 0), len(form))
+        # every beginning of a Chinese form: a stretch that begins none grows into none
+        self._prefixes = frozenset(form[:k] for form in self._cjk for k in range(1, len(form) + 1))
+        # the most words of an English form starting with each word: most words start none
+        self._latin_first: dict[str, int] = {}
+        for words in self._latin:
+            self._latin_first[words[0]] = max(self._latin_first.get(words[0], 0), len(words))
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -94,6 +103,7 @@ class Vocabulary:
         covered: set[int] = set()
         cjk = self._cjk
         first = self._first
+        prefixes = self._prefixes
         for m in _CJK_RUN.finditer(text):
             s, start = m.group(), m.start()
             for i in range(len(s)):
@@ -101,15 +111,22 @@ class Vocabulary:
                 if longest is None:
                     continue
                 for j in range(i + 1, min(len(s), i + longest) + 1):
-                    hit = cjk.get(s[i:j])
+                    piece = s[i:j]
+                    if piece not in prefixes:
+                        break
+                    hit = cjk.get(piece)
                     if hit:
                         seen.update(hit)
                         if j - i >= 2:
                             covered.update(range(start + i, start + j))
-        words = [stem(w) for w in _latin_words(text)]
+        words = [_stem(w) for w in _latin_words(text)]
         latin = self._latin
+        latin_first = self._latin_first
         for i in range(len(words)):
-            for j in range(i + 1, min(len(words), i + _MAX_WORDS) + 1):
+            longest = latin_first.get(words[i])
+            if longest is None:
+                continue
+            for j in range(i + 1, min(len(words), i + longest) + 1):
                 hit = latin.get(tuple(words[i:j]))
                 if hit:
                     seen.update(hit)
