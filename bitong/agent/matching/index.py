@@ -714,8 +714,8 @@ class Index:
     def with_embedder(self, embedder: Embedder) -> Index:
         """This index with a model: the tools' stored vectors for it serve at once, the others are pending
         (the analyses are not decoded, nor the posting lists built again)."""
-        index = Index(self._vocabulary, self._entries, self._postings, embedder, {}, self._backend,
-                      self.calibration, self.lexical_calibration)
+        index = self._same_words(Index(self._vocabulary, self._entries, self._postings, embedder, {}, self._backend,
+                                       self.calibration, self.lexical_calibration))
         index._vectors = index._stored_vectors(self._entries)
         return index
 
@@ -793,18 +793,26 @@ class Index:
             vecs = np.ascontiguousarray(vecs, dtype=np.float32)
             entries[name] = a._replace(vectors=vecs.tobytes(), vectors_model=model)
             vectors[name] = vecs
-        return Index(self._vocabulary, entries, self._postings, self._embedder, vectors, self._backend,
-                     calibration or self.calibration, lexical_calibration or self.lexical_calibration)
+        return self._same_words(Index(self._vocabulary, entries, self._postings, self._embedder, vectors,
+                                      self._backend, calibration or self.calibration,
+                                      lexical_calibration or self.lexical_calibration))
 
     def with_calibration(self, calibration: Calibration | None = None,
                          lexical_calibration: Calibration | None = None) -> Index:
-        return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors,
-                     self._backend, calibration or self.calibration, lexical_calibration or self.lexical_calibration)
+        return self._same_words(Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors,
+                                      self._backend, calibration or self.calibration,
+                                      lexical_calibration or self.lexical_calibration))
+
+    def _same_words(self, index: Index) -> Index:
+        """``index`` (made from this one's posting lists) with this one's typo map: the same words, made once."""
+        if index._postings is self._postings:
+            index._near = self._near
+        return index
 
     def using(self, backend: _backend.Backend) -> Index:
         """This index, analysed and ranked by one twin (for the parity tests and benchmarks)."""
-        return Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors, backend,
-                     self.calibration, self.lexical_calibration)
+        return self._same_words(Index(self._vocabulary, self._entries, self._postings, self._embedder, self._vectors,
+                                      backend, self.calibration, self.lexical_calibration))
 
     # ------------------------------------------------------------ reading
 

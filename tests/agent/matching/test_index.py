@@ -191,6 +191,8 @@ def test_typos_of_the_words_an_update_adds_or_removes_are_found_as_a_new_index_f
         assert [(h.name, h.score, h.matched_terms) for h in new.match(text).hits] == \
             [(h.name, h.score, h.matched_terms) for h in fresh.match(text).hits]
     assert first(new, "tidde tables") == "tide-times" and first(old, "wether in paris") == "weather-now"
+    # an index over the same words (a calibration, vectors, another twin) takes the map as it is
+    assert old.with_calibration()._near is old._near is not None and old.using(old._backend)._near is old._near
 
 
 def test_an_analysis_round_trips_with_its_vectors_and_a_broken_one_is_refused(semantic_index: Index) -> None:
