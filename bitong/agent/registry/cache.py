@@ -246,6 +246,8 @@ class CacheAgent:
                     self.on_swap(self.registry.snapshot)
             if not self._semantic_again:
                 index = self.registry.snapshot.index
+                # the typo map too, here rather than at the first request with a typo (updates keep it)
+                await loop.run_in_executor(self._semantic_pool, index.prepare_typos)
                 log.info("matching ready: %d tools, %s", len(index),
                          "by meaning and words" if index.semantic_ready else "by words")
                 return

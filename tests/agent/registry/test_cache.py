@@ -377,6 +377,7 @@ async def test_a_cold_start_serves_a_rough_index_first_and_saves_only_the_full_o
         agent.serving()
         await asyncio.wait_for(ready.event.wait(), 10)   # refined, then calibrated
         assert not registry.rough
+        assert registry.snapshot.index.typos_ready, "the typo map is made off the request path"
         assert {a.fingerprint for a in registry.snapshot.index.analyses()} != {"rough"}
         await agent.stop()
     finally:
