@@ -143,17 +143,16 @@ def _admin_paths(args: argparse.Namespace) -> list[str]:
     return [path, folder] if os.path.basename(folder).startswith("bitong") else [path]
 
 
-def _local_registry(args: argparse.Namespace, matching: bool = False) -> Registry:
+def _local_registry(args: argparse.Namespace, matching: bool = False, every_tool: bool = False) -> Registry:
     """The registry as a one-shot command sees it; ``matching``: with its vectors and calibration, kept
-    between runs in the cache (:func:`_match_cache`). Nothing that runs a tool is loaded here."""
-    from ..registry import approval
+    between runs in the cache (:func:`_match_cache`); ``every_tool``: the approvals left out, so every
+    definition that parses is matched. Nothing that runs a tool is loaded here."""
     from ..registry.snapshot import Registry
 
-    config = _config(args)
     registry = Registry(_roots(args), vocabulary=_vocabulary(args),
                         embedder=_embedder(args) if matching else None,
-                        approval=config.approve if config is not None else approval.development())
-    cache = _match_cache(args, registry.roots) if matching else None
+                        approval=None if every_tool else _approvals(args))
+    cache = _match_cache(args, registry.roots, every_tool) if matching else None
     snap = registry.snapshot if cache is not None and registry.load_state(cache) else registry.rescan()
     for err in snap.errors:
         print(f"bitong: {err}", file=sys.stderr)
@@ -203,7 +202,7 @@ def _local_agent(args: argparse.Namespace) -> ToolAgent:
     return ToolAgent(_local_registry(args), executors=executors, threshold=getattr(args, "threshold", None))
 
 
-def _match_cache(args: argparse.Namespace, roots: Sequence[str]) -> str | None:
+def _match_cache(args: argparse.Namespace, roots: Sequence[str], every_tool: bool = False) -> str | None:
     """Where in-process match and eval keep the analysed registry between runs (a registry state, as
     ``serve --state`` writes it): a tool author's next run re-reads only the files that changed, and
     fits the calibration again only when a tool did. One file per roots and matching options."""
@@ -212,7 +211,7 @@ def _match_cache(args: argparse.Namespace, roots: Sequence[str]) -> str | None:
     from ..matching.model_cache import cache_root
 
     key = json.dumps([list(roots), getattr(args, "vocabulary", None) or [], bool(getattr(args, "no_vocabulary", False)),
-                      bool(getattr(args, "no_semantic", False))])
+                      bool(getattr(args, "no_semantic", False))] + (["every tool"] if every_tool else []))
     return str(cache_root() / f"match-{hashlib.sha256(key.encode()).hexdigest()[:16]}.state")
 
 
@@ -693,9 +692,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Scores the descriptions, not the deployment: a tool the approvals in force leave out is matched
+    too (left out, its phrasings would count as misses that no description change could fix), and
+    named on stderr, since a server with those approvals does not offer it."""
     from ..matching import evaluate
 
-    registry = _local_registry(args, matching=True)
+    registry = _local_registry(args, matching=True, every_tool=True)
+    policy = _approvals(args)
+    held = sorted(t.name for t in registry.snapshot.tools.values() if policy.unapproved(t))
+    if held:
+        print(f"bitong eval: every tool is scored; {len(held)} of them declare permissions that {policy.origin} "
+              f"does not approve, so a server with those approvals does not offer them: {', '.join(held)}",
+              file=sys.stderr)
     try:
         report = evaluate.evaluate(registry.snapshot.index, args.queries, threshold=args.threshold)
     except evaluate.EvalError as exc:

@@ -188,6 +188,26 @@ def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: P
     assert bad.returncode == 2 and f"{queries}:1" in bad.stderr
 
 
+def test_eval_scores_a_tool_the_approvals_leave_out_and_names_it(tmp_path: Path) -> None:
+    """eval measures descriptions: a tool declaring network with no approval is matched, and said not to serve."""
+    root = tmp_path / "tools"
+    for name, intent, perms in [("rate-convert", "convert an amount between currencies at today's rate",
+                                 "network: true"),
+                                ("word-count", "count the words of a text file", "")]:
+        (root / name).mkdir(parents=True)
+        (root / name / "TOOL.hdlp").write_text(tool_text(name, intent=intent, permissions=perms), encoding="utf-8")
+    queries = tmp_path / "mine.tsv"
+    queries.write_text("convert 100 USD to EUR\trate-convert\n", encoding="utf-8")
+    out = bitong("eval", "--no-cache", "--tools", str(root), str(queries))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("hit@1=1.000 ")
+    assert "1 of them declare permissions" in out.stderr and "rate-convert" in out.stderr
+    # match keeps to what a server offers: the unapproved tool is refused, by name
+    served = bitong("match", "--no-cache", "--tools", str(root), "--json", "convert 100 USD to EUR")
+    assert "rate-convert" in served.stderr and "does not serve" in served.stderr
+    assert all(c["name"] != "rate-convert" for c in json.loads(served.stdout)["candidates"])
+
+
 def test_serve_with_a_state_file_restarts_from_it(tools_root: Path, tmp_path: Path) -> None:
     state = tmp_path / "state.pb"
     sock = tmp_path / "s.sock"
