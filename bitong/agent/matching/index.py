@@ -590,18 +590,26 @@ class Index:
         return index
 
     @classmethod
-    def rough(cls, tools: Iterable[ToolDef], *, embedder: Embedder | None = None) -> Index:
+    def rough(cls, tools: Iterable[ToolDef], *, embedder: Embedder | None = None,
+              made: Mapping[str, ToolAnalysis] | None = None) -> Index:
         """These tools indexed by their words and bigrams only (:func:`rough_analysis`): a cold start of
         thousands of tools serves on it while :meth:`build` makes the full index in the background.
 
         Without a vocabulary: a request's words a vocabulary knows would become
         concepts, which a rough analysis does not have. :meth:`updated` analyses
         what changes meanwhile in full (without the vocabulary too); :meth:`saved_postings`
-        saves none of it.
+        saves none of it. ``made``: rough analyses already made (by a first scan shared over the cores),
+        by tool name; one made for other bytes is made again.
         """
         be = _backend.active
         shared: dict[str, Terms] = {}
-        entries = {tool.name: rough_analysis(tool, be, shared) for tool in tools}
+        made = made or {}
+
+        def of(tool: ToolDef) -> ToolAnalysis:
+            a = made.get(tool.name)
+            return a if a is not None and a.sha256 == tool.content_sha256 else rough_analysis(tool, be, shared)
+
+        entries = {tool.name: of(tool) for tool in tools}
         return cls(None, entries, _postings(entries), embedder, {}, be)
 
     @classmethod

@@ -34,6 +34,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -48,6 +49,7 @@ from ..matching import index as matcher
 from ..matching.index import Calibration
 from ..matching.semantic import Embedder
 from ..matching.vocabulary import Vocabulary
+from . import coldscan
 from .cooldown import Cooldown
 from .versions import Canary, VersionBook
 
@@ -162,6 +164,63 @@ class _FileState:
     sha256: str
     tool: ToolDef | None  # the last version that parsed, if any
     error: LoadError | None  # set while the current bytes do not parse
+
+
+def _read(path: str, key: tuple[int, int, int], max_bytes: int, prev: _FileState | None = None,
+          origin: Callable[[str], str] | None = None) -> _FileState:
+    """One file read and parsed, logging nothing (a forked scan runs it too); whatever goes wrong is
+    its LoadError, and ``prev``'s last good version, if any, keeps serving."""
+    last_good = prev.tool if prev else None
+    sha = ""
+    try:
+        data, _ = read_tool_file(path, max_bytes)
+        sha = hashlib.sha256(data).hexdigest()
+        if prev is not None and prev.sha256 == sha:
+            return _FileState(key, sha, prev.tool, prev.error)
+        tool = parse_bytes(data, path)
+        if origin is not None:
+            tool.commit = origin(path)
+    except ParseError as exc:
+        err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
+    except Exception as exc:  # one file must never stop the scan of the others
+        err = LoadError(path, 1, 1, f"cannot load ({type(exc).__name__}: {exc})", last_good.name if last_good else "")
+    else:
+        return _FileState(key, sha, tool, None)
+    return _FileState(key, sha, last_good, err)
+
+
+def _first_look(path: str, max_bytes: int) -> _FileState | None:
+    """What is at ``path`` when nothing was known of it; None: no file."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _FileState((0, 0, 0), "", None, LoadError(path, 1, 1, f"cannot stat: {exc.strerror}"))
+    return _read(path, _stat_key(st), max_bytes)
+
+
+_Look = tuple["_FileState | None", "matcher.ToolAnalysis | None"]
+
+
+def _encode_look(looked: _Look) -> object:
+    """A forked scan's result as marshal writes it: plain data."""
+    state, analysis = looked
+    if state is None:
+        return None
+    return (state.stat_key, state.sha256, state.tool.SerializeToString() if state.tool is not None else None,
+            dataclasses.astuple(state.error) if state.error is not None else None,
+            analysis.to_bytes() if analysis is not None else None)
+
+
+def _decode_look(data: object) -> _Look:
+    if data is None:
+        return None, None
+    fields: tuple[Any, ...] = data  # type: ignore[assignment]   # what _encode_look wrote
+    key, sha, tool, error, analysis = fields
+    return (_FileState(key, sha, ToolDef.FromString(tool) if tool is not None else None,
+                       LoadError(*error) if error is not None else None),
+            matcher.ToolAnalysis.from_bytes(analysis) if analysis is not None else None)
 
 
 class Snapshot:
@@ -345,6 +404,7 @@ class Registry:
                                  self.roots)
         self.rough_from = _ROUGH_FROM
         self._rough_scan = False
+        self._cold_analyses: dict[str, matcher.ToolAnalysis] = {}   # rough analyses a shared first scan made
         self._rough = False   # the index holds rough analyses until refine() replaces them
 
     def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False, rough: bool = False) -> Snapshot:
@@ -379,10 +439,13 @@ class Registry:
         now_ns = time.time_ns()
         candidates, lost = _candidates(self.roots)
         lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
-        for path in candidates:
-            state = self._look(old, path, now_ns)
-            if state is not None:
-                files[path] = state
+        if not old._files and self.origin is None and len(candidates) >= coldscan.FROM and coldscan.cores() > 1:
+            files.update(self._first_scan(candidates))
+        else:
+            for path in candidates:
+                state = self._look(old, path, now_ns)
+                if state is not None:
+                    files[path] = state
         if lost:
             for path, state in old._files.items():
                 if _root_of(path) in lost:  # keep serving what the lost root last held
@@ -452,6 +515,29 @@ class Registry:
             upsert.append(tool)
         remove = [name for name in remove if name not in tools]
         return tools, upsert, remove
+
+    def _first_scan(self, paths: Sequence[str]) -> Iterator[tuple[str, _FileState]]:
+        """A first scan of many files (nothing known yet), shared out over the cores (:mod:`.coldscan`);
+        a rough scan's analyses are made there too, for :meth:`_assemble`."""
+        rough = self._rough_scan and len(paths) >= self.rough_from
+        max_bytes = self.max_file_bytes
+        memo: dict[str, dict[str, float]] = {}
+
+        def look(path: str) -> tuple[_FileState | None, matcher.ToolAnalysis | None]:
+            state = _first_look(path, max_bytes)
+            tool = state.tool if state is not None else None
+            return state, (matcher.rough_analysis(tool, shared=memo) if rough and tool is not None else None)
+
+        looked = coldscan.forked_map(look, paths, _encode_look, _decode_look)
+        analyses = self._cold_analyses = {}
+        for path, (state, analysis) in zip(paths, looked):
+            if state is None:
+                continue
+            if state.error is not None:
+                log.error("%s", state.error)
+            if analysis is not None:
+                analyses[analysis.name] = analysis
+            yield path, state
 
     def _look(self, old: Snapshot, path: str, now_ns: int) -> _FileState | None:
         """What is at ``path`` now: its last state if its stat key vouches for it, else read again; None: no file."""
@@ -539,25 +625,10 @@ class Registry:
     def _load(self, path: str, key: tuple[int, int, int], prev: _FileState | None) -> _FileState:
         """Read and parse one file; whatever goes wrong is this file's LoadError (and
         the last good version of it, if any, keeps serving)."""
-        last_good = prev.tool if prev else None
-        sha = ""
-        try:
-            data, _ = read_tool_file(path, self.max_file_bytes)
-            sha = hashlib.sha256(data).hexdigest()
-            if prev is not None and prev.sha256 == sha:
-                return _FileState(key, sha, prev.tool, prev.error)
-            tool = parse_bytes(data, path)
-            if self.origin is not None:
-                tool.commit = self.origin(path)
-        except ParseError as exc:
-            err = LoadError(exc.path, exc.line, exc.column, exc.message, last_good.name if last_good else "")
-        except Exception as exc:  # one file must never stop the scan of the others
-            err = LoadError(path, 1, 1, f"cannot load ({type(exc).__name__}: {exc})", last_good.name if last_good else "")
-        else:
-            return _FileState(key, sha, tool, None)
-        if prev is None or prev.error != err:
-            log.error("%s", err)
-        return _FileState(key, sha, last_good, err)
+        state = _read(path, key, self.max_file_bytes, prev, self.origin)
+        if state.error is not None and (prev is None or prev.error != state.error):
+            log.error("%s", state.error)
+        return state
 
     def _assemble(self, old: Snapshot, files: dict[str, _FileState],
                   lost_roots: Mapping[str, LoadError] | None = None,
@@ -573,12 +644,13 @@ class Registry:
             upsert = [t for name, t in tools.items() if old.tools.get(name) is not t]
             remove = [name for name in old.tools if name not in tools]
         if self._rough_scan and not len(old.index) and len(upsert) >= self.rough_from:
-            index = matcher.Index.rough(upsert, embedder=self._embedder)
+            index = matcher.Index.rough(upsert, embedder=self._embedder, made=self._cold_analyses)
             self._rough = True
             log.info("%d tools indexed by their words first; their full analysis follows in the background",
                      len(upsert))
         else:
             index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
+        self._cold_analyses = {}
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
                         self.versions.canaries)
         self._state_version += 1
