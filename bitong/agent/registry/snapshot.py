@@ -49,7 +49,7 @@ from ..matching import index as matcher
 from ..matching.index import Calibration
 from ..matching.semantic import Embedder
 from ..matching.vocabulary import Vocabulary
-from . import coldscan
+from . import forked
 from .cooldown import Cooldown
 from .versions import Canary, VersionBook
 
@@ -210,7 +210,15 @@ def _encode_look(looked: _Look) -> object:
         return None
     return (state.stat_key, state.sha256, state.tool.SerializeToString() if state.tool is not None else None,
             dataclasses.astuple(state.error) if state.error is not None else None,
-            analysis.to_bytes() if analysis is not None else None)
+            _encode_analysis(analysis) if analysis is not None else None)
+
+
+def _encode_analysis(a: matcher.ToolAnalysis) -> object:
+    return a.to_bytes()
+
+
+def _decode_analysis(data: object) -> matcher.ToolAnalysis:
+    return matcher.ToolAnalysis.from_bytes(data)  # type: ignore[arg-type]   # what _encode_analysis wrote
 
 
 def _decode_look(data: object) -> _Look:
@@ -220,7 +228,7 @@ def _decode_look(data: object) -> _Look:
     key, sha, tool, error, analysis = fields
     return (_FileState(key, sha, ToolDef.FromString(tool) if tool is not None else None,
                        LoadError(*error) if error is not None else None),
-            matcher.ToolAnalysis.from_bytes(analysis) if analysis is not None else None)
+            _decode_analysis(analysis) if analysis is not None else None)
 
 
 class Snapshot:
@@ -439,7 +447,7 @@ class Registry:
         now_ns = time.time_ns()
         candidates, lost = _candidates(self.roots)
         lost_roots = {root: self._lost_root(old, root, why) for root, why in lost.items()}
-        if not old._files and self.origin is None and len(candidates) >= coldscan.FROM and coldscan.cores() > 1:
+        if not old._files and self.origin is None and len(candidates) >= forked.FROM and forked.cores() > 1:
             files.update(self._first_scan(candidates))
         else:
             for path in candidates:
@@ -517,18 +525,22 @@ class Registry:
         return tools, upsert, remove
 
     def _first_scan(self, paths: Sequence[str]) -> Iterator[tuple[str, _FileState]]:
-        """A first scan of many files (nothing known yet), shared out over the cores (:mod:`.coldscan`);
-        a rough scan's analyses are made there too, for :meth:`_assemble`."""
+        """A first scan of many files (nothing known yet), shared out over the cores (:mod:`.forked`);
+        the tools' analyses (rough for a rough scan) are made there too, for :meth:`_assemble`."""
         rough = self._rough_scan and len(paths) >= self.rough_from
         max_bytes = self.max_file_bytes
+        vocabulary = self._vocabulary
         memo: dict[str, dict[str, float]] = {}
 
         def look(path: str) -> tuple[_FileState | None, matcher.ToolAnalysis | None]:
             state = _first_look(path, max_bytes)
             tool = state.tool if state is not None else None
-            return state, (matcher.rough_analysis(tool, shared=memo) if rough and tool is not None else None)
+            if tool is None:
+                return state, None
+            return state, (matcher.rough_analysis(tool, shared=memo) if rough
+                           else matcher.analyze(tool, vocabulary, shared=memo))
 
-        looked = coldscan.forked_map(look, paths, _encode_look, _decode_look)
+        looked = forked.forked_map(look, paths, _encode_look, _decode_look)
         analyses = self._cold_analyses = {}
         for path, (state, analysis) in zip(paths, looked):
             if state is None:
@@ -649,7 +661,10 @@ class Registry:
             log.info("%d tools indexed by their words first; their full analysis follows in the background",
                      len(upsert))
         else:
-            index = old.index.updated(upsert=upsert, remove=remove) if (upsert or remove) else old.index
+            made, fingerprint = self._cold_analyses, old.index.fingerprint
+            items = [a if (a := made.get(t.name)) is not None and a.sha256 == t.content_sha256
+                     and a.fingerprint == fingerprint else t for t in upsert] if made else upsert
+            index = old.index.updated(upsert=items, remove=remove) if (upsert or remove) else old.index
         self._cold_analyses = {}
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
                         self.versions.canaries)
@@ -747,7 +762,14 @@ class Registry:
         started = time.perf_counter()
         snap = self.snapshot
         shared: dict[str, dict[str, float]] = {}
-        done = {name: matcher.analyze(tool, self._vocabulary, shared=shared) for name, tool in snap.tools.items()}
+        tools = list(snap.tools.values())
+        vocabulary = self._vocabulary
+
+        def analyse(tool: ToolDef) -> matcher.ToolAnalysis:
+            return matcher.analyze(tool, vocabulary, shared=shared)
+
+        done = {a.name: a for a in (forked.forked_map(analyse, tools, _encode_analysis, _decode_analysis)
+                                    if len(tools) >= forked.FROM else map(analyse, tools))}
         fingerprint = matcher.analysis_fingerprint(self._vocabulary)
         with self._lock:
             snap = self.snapshot

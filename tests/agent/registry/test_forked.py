@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
-from bitong.agent.registry import coldscan
+from bitong.agent.matching import index as matcher
+from bitong.agent.registry import forked
 from bitong.agent.registry.snapshot import Registry
 from tests.support import tool_text
 
@@ -22,10 +25,10 @@ def _same(r: object) -> object:
 
 
 def test_children_do_a_share_and_the_results_come_back_in_order() -> None:
-    out = coldscan.forked_map(_square, list(range(1000)), _same, lambda r: tuple(r))  # type: ignore[arg-type]
+    out = forked.forked_map(_square, list(range(1000)), _same, lambda r: tuple(r))  # type: ignore[arg-type]
     assert [v for v, _ in out] == [x * x for x in range(1000)]
-    assert coldscan.cores() < 2 or len({pid for _, pid in out}) == coldscan.cores()
-    three = coldscan.forked_map(_square, list(range(10)), _same, lambda r: tuple(r), workers=3)  # type: ignore[arg-type]
+    assert forked.cores() < 2 or len({pid for _, pid in out}) == forked.cores()
+    three = forked.forked_map(_square, list(range(10)), _same, lambda r: tuple(r), workers=3)  # type: ignore[arg-type]
     assert [v for v, _ in three] == [x * x for x in range(10)] and len({pid for _, pid in three}) == 3
 
 
@@ -37,12 +40,38 @@ def test_a_child_that_dies_costs_time_not_results() -> None:
             os._exit(9)   # a child killed halfway through its share
         return x + 1
 
-    assert coldscan.forked_map(fragile, list(range(1000)), _same, _same, workers=2) == list(range(1, 1001))  # type: ignore[arg-type]
+    assert forked.forked_map(fragile, list(range(1000)), _same, _same, workers=2) == list(range(1, 1001))  # type: ignore[arg-type]
 
     def unsendable(x: int) -> object:
         return x if os.getpid() == parent else object()   # marshal cannot write it: the child gives up
 
-    assert coldscan.forked_map(unsendable, list(range(10)), _same, _same, workers=2) == list(range(10))
+    assert forked.forked_map(unsendable, list(range(10)), _same, _same, workers=2) == list(range(10))
+
+
+def test_a_child_holds_no_descriptor_but_its_pipe(tmp_path: Path) -> None:
+    """A socket the parent closes while a child computes is closed for its peer at once, not at the child's end."""
+    mine, peer = socket.socketpair()
+    release = tmp_path / "release"
+    parent = os.getpid()
+
+    def work(x: int) -> object:
+        if os.getpid() != parent:
+            while not release.exists():   # the child's share ends only once the parent has seen the EOF
+                time.sleep(0.005)
+            return x
+        if x != 0:
+            return x
+        try:
+            mine.close()
+            peer.settimeout(20)
+            return peer.recv(1)   # b"": no child holds a copy of the parent's end
+        except OSError as exc:
+            return repr(exc)
+        finally:
+            release.touch()
+
+    assert forked.forked_map(work, [0, 1, 2, 3], _same, _same, workers=2) == [b"", 1, 2, 3]  # type: ignore[arg-type]
+    peer.close()
 
 
 def _registry_root(tmp_path: Path) -> Path:
@@ -58,38 +87,39 @@ def _registry_root(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.parametrize("rough", [True, False], ids=["rough", "full"])
 def test_a_shared_first_scan_equals_a_scan_on_one_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+                                                        caplog: pytest.LogCaptureFixture, rough: bool) -> None:
     root = _registry_root(tmp_path)
-    monkeypatch.setattr(coldscan, "cores", lambda: 2)
+    monkeypatch.setattr(forked, "cores", lambda: 2)
     scanned: list[int] = []
-    real = coldscan.forked_map
+    real = forked.forked_map
 
     def counting(*args: object, **kwargs: object) -> object:
         scanned.append(len(args[1]))  # type: ignore[arg-type]
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(coldscan, "forked_map", counting)
-    monkeypatch.setattr(coldscan, "FROM", 10**9)
+    monkeypatch.setattr(forked, "forked_map", counting)
+    monkeypatch.setattr(forked, "FROM", 10**9)
     one = Registry([str(root)])
     one.rough_from = 10
-    alone = one.rescan(rough=True)
+    alone = one.rescan(rough=rough)
     assert scanned == []
-    monkeypatch.setattr(coldscan, "FROM", 10)
-    from bitong.agent.matching import index as matcher
+    monkeypatch.setattr(forked, "FROM", 10)
     analysed_here: list[str] = []
-    rough = matcher.rough_analysis
+    name = "rough_analysis" if rough else "analyze"
+    made = getattr(matcher, name)
 
     def counted(tool: object, *args: object, **kwargs: object) -> object:
         analysed_here.append(tool.name)  # type: ignore[attr-defined]   # (a child's list is its own)
-        return rough(tool, *args, **kwargs)  # type: ignore[arg-type]
+        return made(tool, *args, **kwargs)
 
-    monkeypatch.setattr(matcher, "rough_analysis", counted)
+    monkeypatch.setattr(matcher, name, counted)
     two = Registry([str(root)])
     two.rough_from = 10
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="bitong.registry"):
-        shared = two.rescan(rough=True)
+        shared = two.rescan(rough=rough)
     assert scanned == [41]
     assert 0 < len(analysed_here) < 30   # the children's analyses were taken as they made them
     assert sorted(shared.tools) == sorted(alone.tools) and len(shared.tools) == 39
@@ -98,7 +128,15 @@ def test_a_shared_first_scan_equals_a_scan_on_one_core(tmp_path: Path, monkeypat
         assert tool.content_sha256 == theirs.content_sha256 and tool.intent == theirs.intent
     assert [str(e) for e in shared.errors] == [str(e) for e in alone.errors] and "tool-17/TOOL.hdlp:" in str(shared.errors[0])
     assert [r.getMessage() for r in caplog.records] == [str(shared.errors[0])]   # said once, by this process
-    for request in ("convert item 23 between formats", "Converter 5", "nothing like it"):
+    requests = ("convert item 23 between formats", "Converter 5", "nothing like it")
+    for request in requests:
         assert shared.index.match(request, 3) == alone.index.match(request, 3)
     # the next scan is an ordinary one: nothing changed, nothing read again
     assert two.rescan() is shared and scanned == [41]
+    if rough:   # the full analysis that follows a rough scan is shared out too, and ends where one core does
+        monkeypatch.setattr(forked, "FROM", 10**9)
+        assert one.refine()
+        monkeypatch.setattr(forked, "FROM", 10)
+        assert two.refine() and scanned == [41, 39]
+        for request in requests:
+            assert two.snapshot.index.match(request, 3) == one.snapshot.index.match(request, 3)
