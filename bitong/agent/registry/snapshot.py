@@ -412,7 +412,7 @@ class Registry:
                                  self.roots)
         self.rough_from = _ROUGH_FROM
         self._rough_scan = False
-        self._cold_analyses: dict[str, matcher.ToolAnalysis] = {}   # rough analyses a shared first scan made
+        self._cold_analyses: dict[str, matcher.ToolAnalysis] = {}   # what a shared first scan analysed, by name
         self._rough = False   # the index holds rough analyses until refine() replaces them
 
     def rescan(self, folders: Iterable[str] | None = None, *, whole: bool = False, rough: bool = False) -> Snapshot:
