@@ -221,6 +221,10 @@ def _decode_analysis(data: object) -> matcher.ToolAnalysis:
     return matcher.ToolAnalysis.from_bytes(data)  # type: ignore[arg-type]   # what _encode_analysis wrote
 
 
+def _rough(tool: ToolDef) -> matcher.ToolAnalysis:
+    return matcher.rough_analysis(tool)
+
+
 def _decode_look(data: object) -> _Look:
     if data is None:
         return None, None
@@ -685,7 +689,11 @@ class Registry:
                                  self._verdicts_for(self.approval))
         tools = self.versions.serve(tools)
         if stale and len(tools) >= self.rough_from:
-            index = matcher.Index.rough(tools.values(), embedder=self._embedder)
+            made = None
+            if len(tools) >= forked.FROM:   # an upgrade's first start: shared over the cores, as a cold scan is
+                made = {a.name: a for a in forked.forked_map(_rough, list(tools.values()), _encode_analysis,
+                                                             _decode_analysis)}
+            index = matcher.Index.rough(tools.values(), embedder=self._embedder, made=made)
             self._rough = True
             log.info("the stored analyses are another version's: %d tools indexed by their words first, "
                      "their full analysis follows in the background", len(tools))

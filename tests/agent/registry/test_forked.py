@@ -140,3 +140,31 @@ def test_a_shared_first_scan_equals_a_scan_on_one_core(tmp_path: Path, monkeypat
         assert two.refine() and scanned == [41, 39]
         for request in requests:
             assert two.snapshot.index.match(request, 3) == one.snapshot.index.match(request, 3)
+
+
+def test_an_upgrades_first_start_indexes_by_words_on_every_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state whose analyses another version made: the rough index of its tools is shared out too."""
+    from bitong.agent.matching.vocabulary import default_vocabulary
+
+    root = _registry_root(tmp_path)
+    state = tmp_path / "state.pb"
+    before = Registry([str(root)])   # "another version": analyses made without the vocabulary
+    before.rescan()
+    before.save_state(str(state))
+    monkeypatch.setattr(forked, "cores", lambda: 2)
+    calls: list[int] = []
+    real = forked.forked_map
+
+    def counting(fn: object, items: list[object], *args: object) -> object:
+        calls.append(len(items))
+        return real(fn, items, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(forked, "forked_map", counting)
+    answers = []
+    for share_from in (10**9, 10):
+        monkeypatch.setattr(forked, "FROM", share_from)
+        upgraded = Registry([str(root)], vocabulary=default_vocabulary())
+        upgraded.rough_from = 10
+        assert upgraded.load_state(str(state)) and upgraded.rough
+        answers.append([upgraded.snapshot.index.match(q, 3) for q in ("convert item 23 between formats", "Converter 5")])
+    assert calls == [39] and answers[0] == answers[1]
