@@ -8,8 +8,6 @@ through a running sidecar, exactly as any other client would.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .lazy import lazy_module
 
 if TYPE_CHECKING:
+    import hashlib
+    import json
+
     from bitong import parser as hdlp
     from bitong.v1 import agent_pb2 as pb
 
@@ -28,6 +29,8 @@ else:
     # `--server` commands never load the parser (lark), the matcher or the model.
     hdlp = lazy_module("bitong.parser")
     pb = lazy_module("bitong.v1.agent_pb2")
+    hashlib = lazy_module("hashlib")   # the in-process match cache's key
+    json = lazy_module("json")         # --json output
 
 __all__ = ["main"]
 
