@@ -71,19 +71,25 @@ def forked_map(fn: Callable[[A], R], items: Sequence[A], encode: Callable[[R], o
         if started is not None:
             children.append((*started, bounds[i], bounds[i + 1]))
     mine = bounds[1] if children else len(items)
-    out = [fn(x) for x in items[:mine]]
-    done = mine
-    for pid, fd, first, end in children:
-        results = _collect(pid, fd, end - first)
-        if first > done:   # a child before this one failed: its share, here
-            out.extend(fn(x) for x in items[done:first])
-        if results is not None:
-            out.extend(decode(r) for r in results)
-        else:
-            out.extend(fn(x) for x in items[first:end])
-        done = end
-    out.extend(fn(x) for x in items[done:])
-    return out
+    try:
+        out = [fn(x) for x in items[:mine]]
+        done = mine
+        while children:
+            pid, fd, first, end = children[0]
+            results = _collect(pid, fd, end - first)
+            del children[0]
+            if first > done:   # a child before this one failed: its share, here
+                out.extend(fn(x) for x in items[done:first])
+            if results is not None:
+                out.extend(decode(r) for r in results)
+            else:
+                out.extend(fn(x) for x in items[first:end])
+            done = end
+        out.extend(fn(x) for x in items[done:])
+        return out
+    finally:
+        for pid, fd, _, _ in children:   # what failed here ends the children too: none is left behind
+            _abandon(pid, fd)
 
 
 def _fork(fn: Callable[[A], R], items: Sequence[A], first: int, end: int,
@@ -118,6 +124,16 @@ def _fork(fn: Callable[[A], R], items: Sequence[A], first: int, end: int,
             os._exit(status)
     os.close(wfd)
     return pid, rfd
+
+
+def _abandon(pid: int, fd: int) -> None:
+    """Kill a child whose results will not be read, and reap it."""
+    os.close(fd)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _collect(pid: int, fd: int, expected: int) -> list[object] | None:

@@ -48,6 +48,31 @@ def test_a_child_that_dies_costs_time_not_results() -> None:
     assert forked.forked_map(unsendable, list(range(10)), _same, _same, workers=2) == list(range(10))
 
 
+def test_when_this_process_fails_its_share_no_child_is_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    started: list[int] = []
+    fork = forked._fork
+
+    def recorded(*args: object) -> object:
+        child = fork(*args)  # type: ignore[arg-type]
+        if child is not None:
+            started.append(child[0])
+        return child
+
+    def broken(x: int) -> int:
+        if os.getpid() == parent and x == 1:
+            raise RuntimeError("a bug in this share")
+        return x
+
+    monkeypatch.setattr(forked, "_fork", recorded)
+    with pytest.raises(RuntimeError, match="a bug in this share"):
+        forked.forked_map(broken, list(range(30)), _same, _same, workers=3)  # type: ignore[arg-type]
+    assert len(started) == 2
+    for pid in started:   # killed and reaped: not even a zombie
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 def test_a_child_holds_no_descriptor_but_its_pipe(tmp_path: Path) -> None:
     """A socket the parent closes while a child computes is closed for its peer at once, not at the child's end."""
     mine, peer = socket.socketpair()
