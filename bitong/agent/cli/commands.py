@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .lazy import lazy_module
@@ -309,12 +309,15 @@ def _to_json(message: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- match
 
-def _match_line(query: str, reply: pb.MatchResponse, explain: bool) -> dict[str, Any]:
+def _match_line(query: str, reply: pb.MatchResponse, explain: bool,
+                unapproved: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     out: dict[str, Any] = {"query": query, "found": reply.found, "candidates": []}
     for c in reply.candidates:
         cand: dict[str, Any] = {"name": c.name, "score": round(c.score, 4)}
         if explain:
             cand["matched_terms"] = list(c.matched_terms)
+        if c.name in unapproved:
+            cand["unapproved"] = list(unapproved[c.name])
         out["candidates"].append(cand)
     out["suggestion"] = reply.suggestion
     if explain:
@@ -345,6 +348,7 @@ def _match(args: argparse.Namespace) -> int:
     ask: Callable[[str], pb.MatchResponse]
     # A person reading found=false is told why (the near misses and what was missing), --explain or not.
     explain = args.explain or (not args.json and args.query != "-")
+    unapproved: dict[str, tuple[str, ...]] = {}
     if args.server:
         remote = _Remote(args)
         ask = lambda q: remote.stub.Match(pb.MatchRequest(intent=q, top_k=args.top_k,  # noqa: E731
@@ -353,7 +357,10 @@ def _match(args: argparse.Namespace) -> int:
         from ..serving.limits import Limits, check_intent
         from ..serving.match import match_reply
 
-        registry = _local_registry(args, matching=True)
+        # Every definition that parses is matched, as eval does: this previews descriptions (it runs nothing),
+        # and a tool the approvals leave out is marked, where --server answers for what it serves.
+        registry = _local_registry(args, matching=True, every_tool=True)
+        unapproved = _unapproved(registry, args, "bitong match")
 
         def ask(q: str) -> pb.MatchResponse:
             check_intent(q, Limits().max_intent_bytes)
@@ -363,11 +370,12 @@ def _match(args: argparse.Namespace) -> int:
             query = raw.rstrip("\r\n")
             if not query.strip():
                 continue
-            print(json.dumps(_match_line(query, ask(query), args.explain), ensure_ascii=False), flush=True)
+            print(json.dumps(_match_line(query, ask(query), args.explain, unapproved), ensure_ascii=False),
+                  flush=True)
         return 0
     reply = ask(args.query)
     if args.json:
-        print(json.dumps(_match_line(args.query, reply, args.explain), ensure_ascii=False, indent=2))
+        print(json.dumps(_match_line(args.query, reply, args.explain, unapproved), ensure_ascii=False, indent=2))
         return 0 if reply.found else EXIT_FAILED
     if not reply.found:
         print(f"found: false  suggestion: {reply.suggestion}")
@@ -375,6 +383,8 @@ def _match(args: argparse.Namespace) -> int:
     for rank, c in enumerate(shown, 1):
         mark = "" if reply.found else "  (under the threshold)"
         line = f"{rank}. {c.name}  score={c.score:.3f}  {c.tool.display}{mark}"
+        if c.name in unapproved:
+            line += f"  [unapproved: declares {', '.join(unapproved[c.name])}; a server does not offer it]"
         if args.explain:
             line += f"\n   matched: {', '.join(c.matched_terms) or '-'}"
         print(line)
@@ -694,6 +704,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_FAILED if unapproved or broken else 0
 
 
+def _unapproved(registry: Registry, args: argparse.Namespace, command: str) -> dict[str, tuple[str, ...]]:
+    """The tools (of a registry read with every tool) that the approvals in force keep a server from offering,
+    with what they declare; said once on stderr."""
+    policy = _approvals(args)
+    held = {t.name: tuple(policy.unapproved(t)) for t in registry.snapshot.tools.values() if policy.unapproved(t)}
+    if held:
+        print(f"{command}: every tool that parses is matched; {len(held)} declare permissions that {policy.origin} "
+              f"does not approve, so a server with those approvals does not offer them: {', '.join(sorted(held))}",
+              file=sys.stderr)
+    return held
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Scores the descriptions, not the deployment: a tool the approvals in force leave out is matched
     too (left out, its phrasings would count as misses that no description change could fix), and
@@ -701,12 +723,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..matching import evaluate
 
     registry = _local_registry(args, matching=True, every_tool=True)
-    policy = _approvals(args)
-    held = sorted(t.name for t in registry.snapshot.tools.values() if policy.unapproved(t))
-    if held:
-        print(f"bitong eval: every tool is scored; {len(held)} of them declare permissions that {policy.origin} "
-              f"does not approve, so a server with those approvals does not offer them: {', '.join(held)}",
-              file=sys.stderr)
+    _unapproved(registry, args, "bitong eval")
     try:
         report = evaluate.evaluate(registry.snapshot.index, args.queries, threshold=args.threshold)
     except evaluate.EvalError as exc:

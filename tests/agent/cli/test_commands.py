@@ -188,8 +188,9 @@ def test_eval_prints_the_scorers_summary_for_a_users_own_phrasings(tools_root: P
     assert bad.returncode == 2 and f"{queries}:1" in bad.stderr
 
 
-def test_eval_scores_a_tool_the_approvals_leave_out_and_names_it(tmp_path: Path) -> None:
-    """eval measures descriptions: a tool declaring network with no approval is matched, and said not to serve."""
+def test_eval_and_match_read_a_tool_the_approvals_leave_out_and_name_it(tmp_path: Path) -> None:
+    """eval and an in-process match read descriptions: a tool declaring network with no approval is matched,
+    and said not to serve; a server does not offer it."""
     root = tmp_path / "tools"
     for name, intent, perms in [("rate-convert", "convert an amount between currencies at today's rate",
                                  "network: true"),
@@ -201,11 +202,25 @@ def test_eval_scores_a_tool_the_approvals_leave_out_and_names_it(tmp_path: Path)
     out = bitong("eval", "--no-cache", "--tools", str(root), str(queries))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1].startswith("hit@1=1.000 ")
-    assert "1 of them declare permissions" in out.stderr and "rate-convert" in out.stderr
-    # match keeps to what a server offers: the unapproved tool is refused, by name
-    served = bitong("match", "--no-cache", "--tools", str(root), "--json", "convert 100 USD to EUR")
-    assert "rate-convert" in served.stderr and "does not serve" in served.stderr
-    assert all(c["name"] != "rate-convert" for c in json.loads(served.stdout)["candidates"])
+    assert "1 declare permissions" in out.stderr and "rate-convert" in out.stderr
+    # an in-process match previews descriptions too, and marks what a server would not offer
+    preview = bitong("match", "--no-cache", "--tools", str(root), "--json", "convert 100 USD to EUR")
+    first = json.loads(preview.stdout)["candidates"][0]
+    assert first == {"name": "rate-convert", "score": first["score"], "unapproved": ["network"]}
+    assert "rate-convert" in preview.stderr
+    text = bitong("match", "--no-cache", "--tools", str(root), "convert 100 USD to EUR").stdout
+    assert "rate-convert" in text and "[unapproved: declares network; a server does not offer it]" in text
+    # a server offers only what its approvals allow: Match over it never names the tool
+    sock = tmp_path / "s.sock"
+    server = subprocess.Popen([*BITONG, "serve", "--tools", str(root), "--listen", f"unix:{sock}",
+                               "--admin-socket", "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().startswith("bitong: serving")
+        served = bitong("match", "--server", f"unix:{sock}", "--json", "convert 100 USD to EUR")
+        assert all(c["name"] != "rate-convert" for c in json.loads(served.stdout)["candidates"])
+    finally:
+        server.terminate()
+        server.communicate(timeout=20)
 
 
 def test_serve_with_a_state_file_restarts_from_it(tools_root: Path, tmp_path: Path) -> None:
