@@ -668,7 +668,11 @@ class Registry:
             made, fingerprint = self._cold_analyses, old.index.fingerprint
             items = [a if (a := made.get(t.name)) is not None and a.sha256 == t.content_sha256
                      and a.fingerprint == fingerprint else t for t in upsert] if made else upsert
-            index = old.index.updated(upsert=items, remove=remove) if (upsert or remove) else old.index
+            if upsert and not len(old.index):   # a first scan: every posting list made at once, not tool by tool
+                index = matcher.Index.build(items, vocabulary=self._vocabulary, embedder=self._embedder) \
+                    .with_calibration(old.index.calibration, old.index.lexical_calibration)
+            else:
+                index = old.index.updated(upsert=items, remove=remove) if (upsert or remove) else old.index
         self._cold_analyses = {}
         snap = Snapshot(tools, errors, index, old.generation + 1, files, self.roots, lost_roots,
                         self.versions.canaries)
