@@ -108,13 +108,14 @@ class MappedTable:
         mask = self._mask
         slots, offsets, blob = self._slots, self._offsets, self._blob
         h = zlib.crc32(kb) & mask
-        while True:
+        for _ in range(mask + 1):   # (a table is at most half full; a damaged one never loops for ever)
             i = slots[h]
             if i < 0:
                 return default
             if blob[offsets[i]:offsets[i + 1]] == kb:
                 return self._values[i]   # type: ignore[no-any-return]
             h = (h + 1) & mask
+        return default
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None

@@ -36,3 +36,14 @@ def test_a_file_that_is_not_a_whole_table_is_refused(tmp_path: Path) -> None:
         path.write_bytes(bad)
         with pytest.raises(ValueError, match=why):
             MappedTable(str(path))
+
+
+def test_a_damaged_table_without_an_empty_slot_answers_instead_of_looping(tmp_path: Path) -> None:
+    path = tmp_path / "t.table"
+    write_table(str(path), [("a", 1)])   # 8 slots, one used
+    data = bytearray(path.read_bytes())
+    slots_at = 20   # after the header (8 + 3 * 4 bytes)
+    data[slots_at:slots_at + 32] = (0).to_bytes(4, "little") * 8   # every slot names key 0
+    path.write_bytes(bytes(data))
+    table = MappedTable(str(path))
+    assert table.get("a") == 1 and table.get("b") is None
