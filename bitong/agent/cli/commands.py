@@ -322,7 +322,8 @@ def _match_line(query: str, reply: pb.MatchResponse, explain: bool,
     out["suggestion"] = reply.suggestion
     if explain:
         out["explanation"] = reply.explanation
-        out["near_misses"] = [{"name": c.name, "score": round(c.score, 4), "matched_terms": list(c.matched_terms)}
+        out["near_misses"] = [{"name": c.name, "score": round(c.score, 4), "matched_terms": list(c.matched_terms),
+                               **({"unapproved": list(unapproved[c.name])} if c.name in unapproved else {})}
                               for c in reply.near_misses]
     return out
 

@@ -208,6 +208,9 @@ def test_eval_and_match_read_a_tool_the_approvals_leave_out_and_name_it(tmp_path
     first = json.loads(preview.stdout)["candidates"][0]
     assert first == {"name": "rate-convert", "score": first["score"], "unapproved": ["network"]}
     assert "rate-convert" in preview.stderr
+    unsure = bitong("match", "--no-cache", "--tools", str(root), "--json", "--explain", "--threshold", "0.99",
+                    "convert 100 USD to EUR")   # a near miss is marked as well
+    assert json.loads(unsure.stdout)["near_misses"][0]["unapproved"] == ["network"]
     text = bitong("match", "--no-cache", "--tools", str(root), "convert 100 USD to EUR").stdout
     assert "rate-convert" in text and "[unapproved: declares network; a server does not offer it]" in text
     # a server offers only what its approvals allow: Match over it never names the tool
