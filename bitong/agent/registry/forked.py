@@ -9,8 +9,9 @@ own share; each child sends its results back through a pipe, marshalled.
 
 A child only computes: it takes no lock, logs nothing, closes every file
 descriptor it inherited but its pipe (a socket the server closes meanwhile
-is closed for its peer at once), and dies of SIGTERM and SIGINT as a
-plain process does, so forking from the threaded server is safe here.
+is closed for its peer at once), dies of SIGTERM and SIGINT as a plain
+process does, and is killed when the server dies (PR_SET_PDEATHSIG), so
+forking from the threaded server is safe here and nothing outlives it.
 Whatever goes wrong with a child (it cannot start, dies, sends less than it
 should) costs only time: its share is done again in this process.
 """
@@ -32,6 +33,7 @@ FROM = 2000
 more than it saves."""
 
 _MAX_CORES = 4
+_PR_SET_PDEATHSIG = 1
 
 
 def _fd_limit() -> int:
@@ -99,6 +101,7 @@ def _fork(fn: Callable[[A], R], items: Sequence[A], first: int, end: int,
         rfd, wfd = os.pipe()
     except OSError:
         return None
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -108,6 +111,7 @@ def _fork(fn: Callable[[A], R], items: Sequence[A], first: int, end: int,
     if pid == 0:   # the child: compute, write, and leave without running anything of the parent's
         status = 1
         try:
+            _die_with(parent)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.closerange(3, wfd)
@@ -124,6 +128,20 @@ def _fork(fn: Callable[[A], R], items: Sequence[A], first: int, end: int,
             os._exit(status)
     os.close(wfd)
     return pid, rfd
+
+
+def _die_with(parent: int) -> None:
+    """In the child: be killed when the process that forked it dies (Linux), and leave at once if it already has.
+
+    The parent waits for its children in the thread that forked them, so that thread outlives them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):   # not Linux: the pipe's EPIPE ends the child when it writes
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _abandon(pid: int, fd: int) -> None:

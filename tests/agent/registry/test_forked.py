@@ -73,6 +73,51 @@ def test_when_this_process_fails_its_share_no_child_is_left_behind(monkeypatch: 
             os.waitpid(pid, os.WNOHANG)
 
 
+def test_a_child_dies_with_the_process_that_forked_it(tmp_path: Path) -> None:
+    """A server killed with SIGKILL in the middle of a shared scan leaves no child computing on."""
+    import subprocess
+    import sys
+
+    release = tmp_path / "never"   # the children wait for it; it never comes
+    script = (
+        "import os, sys, time\n"
+        "from bitong.agent.registry import forked\n"
+        "parent = os.getpid()\n"
+        "def work(x):\n"
+        "    if os.getpid() != parent:\n"
+        "        print(os.getpid(), flush=True)\n"
+        f"        while not os.path.exists({str(release)!r}): time.sleep(0.01)\n"
+        "    else:\n"
+        "        time.sleep(3600)\n"
+        "    return x\n"
+        "forked.forked_map(work, list(range(30)), lambda r: r, lambda r: r, workers=3)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        children = {int(proc.stdout.readline()), int(proc.stdout.readline())}   # each child's first item
+    finally:
+        proc.kill()   # SIGKILL: the parent runs no cleanup at all
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+    try:
+        end = time.monotonic() + 20
+        alive = set(children)
+        while alive and time.monotonic() < end:
+            alive = {pid for pid in alive if _running(pid)}
+            time.sleep(0.01)
+        assert not alive, f"children {alive} outlived the process that forked them"
+    finally:
+        release.touch()   # (if any did, it ends now)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_a_child_holds_no_descriptor_but_its_pipe(tmp_path: Path) -> None:
     """A socket the parent closes while a child computes is closed for its peer at once, not at the child's end."""
     mine, peer = socket.socketpair()
