@@ -1365,6 +1365,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = args.log_level or ("INFO" if args.command in ("serve", "mcp") else "WARNING")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if args.command in ("serve", "mcp"):
+        # Before gRPC loads. These processes fork only to exec a tool or to share a big scan over the
+        # cores (registry/forked.py), and neither child uses gRPC: its fork handlers would only pause the
+        # server around each fork and restart pollers in a child that closes their descriptors.
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     if args.command == "serve":
         from ..serving.requestlog import install
 
