@@ -394,6 +394,9 @@ class Registry:
         self._embedder = embedder
         self._embedder_loader = embedder_loader if embedder is None else None
         self._lock = threading.Lock()
+        # One state write at a time: the writer task and shutdown's last write can overlap, and a second
+        # writer would truncate the first one's file under it (a state that no longer parses).
+        self._save_lock = threading.Lock()
         # What the state file holds changes with the files and the analyses (vectors
         # included), not with the calibration: a version of that, and the one saved.
         self._state_version = 0
@@ -885,6 +888,10 @@ class Registry:
         is its entries one after the other), so saving 10,000 tools never holds
         a second copy of the registry in memory.
         """
+        with self._save_lock:
+            self._save_state(path)
+
+    def _save_state(self, path: str) -> None:
         with self._lock:
             snap, version, calibrated, model = self.snapshot, self._state_version, self._calibrated, \
                 self._calibrated_model
@@ -898,7 +905,7 @@ class Registry:
                                                   snap.index.lexical_calibration)
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             with open(tmp, "wb") as fh:
                 fh.write(head.SerializeToString())

@@ -551,3 +551,47 @@ def test_a_restart_serves_before_numpy_is_imported(tools_root: Path, tmp_path: P
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_two_state_writes_at_once_leave_a_state_that_loads(tools_root: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer task and shutdown's last write can overlap: the second waits, it never writes under the first."""
+    registry = Registry([str(tools_root)])
+    registry.rescan()
+    state = tmp_path / "state.pb"
+    first_inside, release, second_done = threading.Event(), threading.Event(), threading.Event()
+    stored = Registry._stored
+    calls = []
+
+    def slow_first(snap: Snapshot) -> object:
+        calls.append(1)
+        for i, entry in enumerate(stored(snap)):
+            if len(calls) == 1 and i == 1:
+                first_inside.set()
+                assert release.wait(30)
+            yield entry
+
+    monkeypatch.setattr(Registry, "_stored", staticmethod(slow_first))
+    errors: list[BaseException] = []
+
+    def save(done: threading.Event | None = None) -> None:
+        try:
+            registry.save_state(str(state))
+        except BaseException as exc:  # the test reports it
+            errors.append(exc)
+        if done is not None:
+            done.set()
+
+    first = threading.Thread(target=save)
+    first.start()
+    assert first_inside.wait(30)
+    second = threading.Thread(target=save, args=(second_done,))
+    second.start()
+    second_done.wait(2)   # (a second writer that does not wait for the first is done by now; one that waits is not)
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert errors == []
+    again = Registry([str(tools_root)])
+    assert again.load_state(str(state)) and sorted(again.snapshot.tools) == sorted(registry.snapshot.tools)
+    assert not list(tmp_path.glob("*.tmp"))
